@@ -1,0 +1,111 @@
+"""Distributed Setup: the smallest distributed training job, step by step.
+
+The model's variables live on a parameter server (ps); a worker reads them,
+computes a gradient on its minibatch and sends the update back. This is the
+skeleton every other example builds on: cluster, server, device placement,
+session, clean shutdown. It prints where each variable was placed.
+
+Topology: 1 ps + 1 worker by default (more work too); asynchronous.
+
+Run:  bash run.sh                          # or: bash run.sh --workers 2
+By hand, one shell per task (TF_CONFIG works too, see README.md):
+      python distributed_setup.py --ps_hosts=127.0.0.1:12222 \\
+          --worker_hosts=127.0.0.1:12223 --job_name=ps --task_index=0
+      python distributed_setup.py --ps_hosts=127.0.0.1:12222 \\
+          --worker_hosts=127.0.0.1:12223 --job_name=worker --task_index=0
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import tensorflow as tf
+from guide import cli, cluster, config, data, model, report
+
+
+def main():
+    args = cli.parse(cli.make_parser(__doc__, __file__))
+    # Distributed: who am I? From TF_CONFIG if set, else from the flags.
+    task = config.resolve(args, os.environ)
+    tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+
+    # --- The cluster ---
+    # Distributed: a ClusterSpec names every task; each process runs a Server
+    # for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(  # Distributed:
+        cluster_spec, job_name=task.job_name, task_index=task.task_index,
+        config=cluster.session_config(task))
+    if task.job_name == "ps":
+        # Distributed: a ps only serves its variables. Unlike server.join(),
+        # this returns once every worker has said it is done.
+        cluster.serve_until_workers_done(server, task)
+        print("all workers are done; parameter server exiting", flush=True)
+        return
+
+    # --- The data: each worker trains on its own shard ---
+    dataset = data.load(args)
+    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+                       task.task_index, task.num_workers)
+    batches = data.Batches(*shard, args.batch_size,
+                           seed=args.seed + task.task_index)
+
+    # --- The graph ---
+    # Distributed: replica_device_setter puts every variable on a ps (round
+    # robin over the ps tasks) and every other op on this worker.
+    device_setter = tf.compat.v1.train.replica_device_setter(
+        worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
+    with tf.compat.v1.device(device_setter):  # Distributed:
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        images, labels = model.placeholders()
+        mlp = model.MLP(args.seed)
+        loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        gradients = optimizer.compute_gradients(loss)  # on this worker
+        train_op = optimizer.apply_gradients(  # on the ps, beside each variable
+            gradients, global_step=global_step)
+        tf.compat.v1.summary.scalar("loss", loss)
+        tf.compat.v1.summary.scalar("accuracy", accuracy)
+    for gradient, variable in gradients:
+        print(f"{variable.op.name:15} lives on {variable.device}; its gradient "
+              f"is computed on {gradient.device}", flush=True)
+
+    # --- The session ---
+    # Distributed: the chief (worker 0) initialises the variables and writes
+    # checkpoints and summaries; the others wait until it is done, then join.
+    if not task.is_chief:
+        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             report.ProgressHook(global_step, loss, args.log_every,
+                                 examples_per_step=args.batch_size,
+                                 summary_dir=args.logdir if task.is_chief else None)]
+    with tf.compat.v1.train.MonitoredTrainingSession(
+            master=server.target, is_chief=task.is_chief,  # Distributed:
+            config=cluster.session_config(task),  # Distributed:
+            checkpoint_dir=args.logdir, hooks=hooks) as session:
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)  # Distributed:
+        start = time.perf_counter()
+        while not session.should_stop():
+            batch_images, batch_labels = batches.next()
+            session.run(train_op, {images: batch_images, labels: batch_labels})
+        wall_s = time.perf_counter() - start
+
+        # --- Evaluate and report (the chief only) ---
+        if task.is_chief:
+            test_loss, test_accuracy, step = report.run_without_hooks(
+                session, [loss, accuracy, global_step],
+                {images: dataset.test_images, labels: dataset.test_labels})
+            report.write_result(args, "distributed-setup",
+                                workers=task.num_workers, ps=task.num_ps,
+                                global_step=step, test_loss=test_loss,
+                                test_accuracy=test_accuracy, wall_s=wall_s,
+                                examples=step * args.batch_size)
+    # Distributed: tell the ps this worker is finished, so it can exit.
+    cluster.signal_done(server, task)
+
+
+if __name__ == "__main__":
+    cli.run_main(main)

@@ -1,0 +1,137 @@
+"""Which cluster this process belongs to, and which task it is.
+
+Read from `TF_CONFIG` when it is set (the convention of Kubernetes' TFJob and
+other orchestrators), else from the classic flags `--ps_hosts --worker_hosts
+--job_name --task_index`. A "chief" (or "master") entry in TF_CONFIG is treated
+as worker 0, with the other workers numbered after it. No TensorFlow here.
+"""
+
+import dataclasses
+import json
+import re
+
+from guide.cli import UsageError
+
+TF_CONFIG_EXAMPLE = ('{"cluster": {"ps": ["host:port"], "worker": '
+                     '["host:port", ...]}, "task": {"type": "worker", '
+                     '"index": 0}}')
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]+):[0-9]{1,5}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    """The cluster as {"ps": [...], "worker": [...]} and this task's place."""
+
+    cluster: dict
+    job_name: str
+    task_index: int
+
+    @property
+    def num_ps(self):
+        return len(self.cluster.get("ps", []))
+
+    @property
+    def num_workers(self):
+        return len(self.cluster["worker"])
+
+    @property
+    def is_chief(self):
+        return self.job_name == "worker" and self.task_index == 0
+
+    @property
+    def name(self):
+        return f"{self.job_name}:{self.task_index}"
+
+
+def _host_list(value, what):
+    hosts = [host.strip() for host in value]
+    for host in hosts:
+        if not _HOST_PORT.match(host) or not 0 < int(host.rsplit(":", 1)[1]) < 65536:
+            raise UsageError(f"{what} has {host!r}, which is not host:port "
+                             f"(for example 127.0.0.1:2222)")
+    return hosts
+
+
+def _from_tf_config(text):
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"TF_CONFIG is not valid JSON ({error}); set it to "
+                         f"{TF_CONFIG_EXAMPLE}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict) \
+            or not isinstance(config.get("task"), dict):
+        raise UsageError(f"TF_CONFIG needs a \"cluster\" and a \"task\" object; "
+                         f"set it to {TF_CONFIG_EXAMPLE}")
+    cluster = {}
+    for job, hosts in config["cluster"].items():
+        if not isinstance(hosts, list) or not hosts:
+            raise UsageError(f"TF_CONFIG cluster {job!r} must be a non-empty "
+                             f"list of \"host:port\" strings")
+        if not all(isinstance(host, str) for host in hosts):
+            raise UsageError(f"TF_CONFIG cluster {job!r} must list "
+                             f"\"host:port\" strings")
+        cluster[job] = _host_list(hosts, f"TF_CONFIG cluster {job!r}")
+    task_type = config["task"].get("type")
+    task_index = config["task"].get("index", 0)
+    if not isinstance(task_index, int) or isinstance(task_index, bool):
+        raise UsageError(f"TF_CONFIG task index must be an integer, got "
+                         f"{task_index!r}")
+    leaders = [job for job in ("chief", "master") if job in cluster]
+    if len(leaders) > 1 or any(len(cluster[job]) != 1 for job in leaders):
+        raise UsageError("TF_CONFIG may name one chief (or master) task, "
+                         "not more")
+    if leaders:
+        # The chief is worker 0 here; the workers keep their order after it.
+        leader = leaders[0]
+        cluster["worker"] = cluster.pop(leader) + cluster.get("worker", [])
+        if task_type == leader:
+            if task_index != 0:
+                raise UsageError(f"task index {task_index} is out of range "
+                                 f"for the one {leader} task; use 0")
+            task_type = "worker"
+        elif task_type == "worker":
+            task_index += 1
+    unknown = sorted(set(cluster) - {"ps", "worker"})
+    if unknown:
+        raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
+                         f"these examples use only ps and worker (and chief)")
+    return cluster, task_type, task_index, "TF_CONFIG"
+
+
+def _from_flags(args):
+    if not args.worker_hosts:
+        raise UsageError("no cluster given: pass --ps_hosts, --worker_hosts, "
+                         "--job_name and --task_index, or set TF_CONFIG")
+    cluster = {"worker": _host_list(args.worker_hosts.split(","),
+                                    "--worker_hosts")}
+    if args.ps_hosts:
+        cluster["ps"] = _host_list(args.ps_hosts.split(","), "--ps_hosts")
+    return cluster, args.job_name, args.task_index, "--job_name/--task_index"
+
+
+def resolve(args, environ, *, needs_ps=True):
+    """This task's TaskConfig; TF_CONFIG wins over the flags when both are set.
+
+    Raises UsageError, naming the problem and the fix, on any bad input.
+    """
+    tf_config = environ.get("TF_CONFIG", "").strip()
+    if tf_config:
+        cluster, job_name, task_index, source = _from_tf_config(tf_config)
+    else:
+        cluster, job_name, task_index, source = _from_flags(args)
+    if "worker" not in cluster:
+        raise UsageError(f"the cluster from {source} has no worker; add at "
+                         f"least one")
+    if needs_ps and "ps" not in cluster:
+        raise UsageError(f"the cluster from {source} has no ps; this example "
+                         f"keeps its variables on a parameter server, so add "
+                         f"one (--ps_hosts or a \"ps\" list in TF_CONFIG)")
+    if job_name not in cluster:
+        raise UsageError(f"job name {job_name!r} from {source} is not in the "
+                         f"cluster; use one of: {', '.join(sorted(cluster))}")
+    if not 0 <= task_index < len(cluster[job_name]):
+        raise UsageError(f"task index {task_index} from {source} is out of "
+                         f"range: job {job_name!r} has "
+                         f"{len(cluster[job_name])} task(s), so use 0 to "
+                         f"{len(cluster[job_name]) - 1}")
+    return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)

@@ -1,0 +1,56 @@
+"""The classifier every example trains: a one-hidden-layer perceptron.
+
+Built from explicit variables (784 -> 128 ReLU -> 10), so that the same code
+works under any device placement, and so that tests can read the parameters
+by name and compare them with a NumPy re-implementation.
+"""
+
+import tensorflow as tf
+
+from guide.data import IMAGE_SIZE, NUM_CLASSES
+
+HIDDEN_UNITS = 128
+
+
+class MLP:
+    """The model's variables, created in the caller's device scope."""
+
+    def __init__(self, seed, hidden_units=HIDDEN_UNITS):
+        def weights(name, shape, op_seed):
+            # Glorot-style scale keeps the initial logits small.
+            stddev = (2.0 / (shape[0] + shape[1])) ** 0.5
+            initial = tf.random.truncated_normal(shape, stddev=stddev,
+                                                 seed=seed * 2 + op_seed)
+            return tf.Variable(initial, name=name)
+
+        with tf.compat.v1.variable_scope("hidden"):
+            self.hidden_weights = weights("weights", [IMAGE_SIZE, hidden_units], 0)
+            self.hidden_biases = tf.Variable(tf.zeros([hidden_units]),
+                                             name="biases")
+        with tf.compat.v1.variable_scope("output"):
+            self.output_weights = weights("weights", [hidden_units, NUM_CLASSES], 1)
+            self.output_biases = tf.Variable(tf.zeros([NUM_CLASSES]),
+                                             name="biases")
+        self.variables = [self.hidden_weights, self.hidden_biases,
+                          self.output_weights, self.output_biases]
+
+    def logits(self, images):
+        hidden = tf.nn.relu(tf.matmul(images, self.hidden_weights)
+                            + self.hidden_biases)
+        return tf.matmul(hidden, self.output_weights) + self.output_biases
+
+
+def placeholders():
+    """Inputs fed from NumPy: a batch of images and their labels."""
+    images = tf.compat.v1.placeholder(tf.float32, [None, IMAGE_SIZE], "images")
+    labels = tf.compat.v1.placeholder(tf.int64, [None], "labels")
+    return images, labels
+
+
+def loss_and_accuracy(logits, labels):
+    """Mean cross-entropy and the fraction of correct predictions."""
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+    correct = tf.equal(tf.argmax(logits, axis=1), labels)
+    accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
+    return loss, accuracy

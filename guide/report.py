@@ -1,0 +1,90 @@
+"""What every run reports: progress lines while training, one RESULT line
+and `result.json` at the end."""
+
+import json
+import os
+import time
+
+import tensorflow as tf
+
+# TensorFlow's Python warnings about deprecated v1 APIs, and its complaint
+# that an asynchronous global step did not move between two reads, are noise
+# in these examples; errors still show.
+tf.get_logger().setLevel("ERROR")
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+    """Prints global step, loss and examples/s every `every_n_steps` steps.
+
+    The rate counts the examples of every worker (global steps times
+    `examples_per_step`), so it is the whole job's throughput. Given a
+    `summary_dir`, it also writes that rate to TensorBoard.
+    """
+
+    def __init__(self, global_step, loss, every_n_steps, examples_per_step,
+                 summary_dir=None):
+        self._fetches = {"global_step": global_step, "loss": loss}
+        self._every_n_steps = every_n_steps
+        self._examples_per_step = examples_per_step
+        self._summary_dir = summary_dir
+        self._local_step = 0
+        self._last = None
+
+    def after_create_session(self, session, coord):
+        self._last = (session.run(self._fetches["global_step"]),
+                      time.perf_counter())
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context, run_values):
+        self._local_step += 1
+        if self._local_step % self._every_n_steps:
+            return
+        step, loss = (run_values.results["global_step"],
+                      run_values.results["loss"])
+        last_step, last_time = self._last
+        now = time.perf_counter()
+        rate = (step - last_step) * self._examples_per_step / max(now - last_time, 1e-9)
+        self._last = (step, now)
+        print(f"global_step {step} loss {loss:.4f} examples/s {rate:.0f} "
+              f"(local step {self._local_step})", flush=True)
+        if self._summary_dir:
+            writer = tf.compat.v1.summary.FileWriterCache.get(self._summary_dir)
+            writer.add_summary(tf.compat.v1.Summary(value=[
+                tf.compat.v1.Summary.Value(tag="examples_per_sec",
+                                           simple_value=rate)]), step)
+
+
+def run_without_hooks(session, fetches, feed_dict=None):
+    """`session.run`, but a MonitoredSession's hooks do not see it.
+
+    Used for the final evaluation, so it is not counted as a training step.
+    """
+    if hasattr(session, "run_step_fn"):  # a MonitoredSession
+        return session.run_step_fn(
+            lambda step_context: step_context.session.run(fetches, feed_dict))
+    return session.run(fetches, feed_dict)
+
+
+def write_result(args, algorithm, *, workers, ps, global_step, test_loss,
+                 test_accuracy, wall_s, examples, **extra):
+    """Prints the greppable RESULT line and writes the same to result.json."""
+    fields = {
+        "algorithm": algorithm, "workers": workers, "ps": ps,
+        "global_step": int(global_step),
+        "test_accuracy": round(float(test_accuracy), 4),
+        "test_loss": round(float(test_loss), 4),
+        "wall_s": round(wall_s, 2),
+        "examples_per_s": round(examples / wall_s, 1),
+        "dataset": args.dataset, "train_steps": args.train_steps,
+        "batch_size": args.batch_size, "learning_rate": args.learning_rate,
+        "seed": args.seed, **extra}
+    os.makedirs(args.logdir, exist_ok=True)
+    path = os.path.join(args.logdir, "result.json")
+    with open(path, "w") as stream:
+        json.dump(fields, stream, indent=2)
+        stream.write("\n")
+    print("RESULT " + " ".join(f"{key}={value}" for key, value in fields.items()),
+          flush=True)
+    return fields

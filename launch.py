@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Runs one example as a whole cluster on this machine, and cleans up after it.
+
+    python launch.py [--ps 1] [--workers 2] [--timeout 600] -- SCRIPT [FLAGS...]
+
+Every example's run.sh is one call to this program. It
+
+- starts P parameter-server and W worker processes of SCRIPT on 127.0.0.1,
+  on ports the operating system reports free, and tells each its role through
+  TF_CONFIG;
+- streams their output live, each line prefixed with its task ("[worker:1]"),
+  and keeps each task's full log in <logdir>/logs/;
+- exits 0 once every worker has finished (and stops any ps still running);
+- if a task fails or dies, stops all the others at once, names the task,
+  shows its last lines and exits non-zero (2 if the task rejected its input);
+- on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
+
+Each task runs in its own process group, and asks the kernel to kill it if
+the launcher dies, so no task outlives the launcher. --ps, --workers and
+--timeout may also come after SCRIPT (that is how `bash run.sh --workers 4`
+reaches here); every other flag goes to SCRIPT. Standard library only.
+"""
+
+import argparse
+import collections
+import ctypes
+import importlib.util
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+LAST_LINES = 15
+STOP_GRACE_S = 5.0
+EXIT_TIMEOUT = 124
+# Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
+CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
+# TensorFlow's C++ start-up chatter, which TF_CPP_MIN_LOG_LEVEL does not hide:
+# kept in the task logs, left out of the live stream.
+CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
+                     r"|I\d{4} |To enable the following instructions)")
+
+
+class LaunchError(Exception):
+    """Bad launcher input: one line on stderr, exit code 2."""
+
+
+class Terminated(Exception):
+    """SIGTERM arrived."""
+
+
+def show(line):
+    """Prints a line; if our reader has gone (`| head`), drops output quietly."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        # Point stdout at /dev/null so that later prints and the interpreter's
+        # final flush do not fail too; the tasks' logs still get everything.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def say(message):
+    show(f"[launch] {message}")
+
+
+def parse_command_line(argv):
+    """Splits argv into launcher options, the script and the script's flags."""
+    parser = argparse.ArgumentParser(
+        prog="launch.py", allow_abbrev=False, add_help=False,
+        description="Run an example as a local cluster.")
+    parser.add_argument("--ps", type=int, default=1,
+                        help="parameter-server tasks (default 1)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker tasks (default 2)")
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds before the whole job is stopped "
+                             "(default 600)")
+    if "--" not in argv:
+        raise LaunchError("usage: launch.py [--ps N] [--workers N] "
+                          "[--timeout S] -- SCRIPT [FLAGS...]")
+    split = argv.index("--")
+    options, unknown = parser.parse_known_args(argv[:split])
+    if unknown:
+        raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
+                          f"--ps, --workers and --timeout")
+    if split + 1 >= len(argv):
+        raise LaunchError("no script given after --")
+    script, rest = argv[split + 1], argv[split + 2:]
+    # The user's flags (from run.sh "$@") override run.sh's defaults.
+    options, script_args = parser.parse_known_args(rest, namespace=options)
+    for flag in script_args:
+        if flag.split("=", 1)[0] in CLUSTER_FLAGS:
+            raise LaunchError(f"{flag.split('=', 1)[0]} is set by the launcher "
+                              f"through TF_CONFIG; use --ps and --workers "
+                              f"here, or run the script by hand to choose "
+                              f"hosts")
+    if options.ps < 0 or options.workers < 1:
+        raise LaunchError(f"need --ps 0 or more and --workers 1 or more, got "
+                          f"--ps {options.ps} --workers {options.workers}")
+    if not options.timeout > 0:
+        raise LaunchError(f"--timeout must be positive, got {options.timeout}")
+    if not os.path.isfile(script):
+        raise LaunchError(f"script {script} not found (from {os.getcwd()})")
+    return options, parser, script, script_args
+
+
+def logdir_of(script, script_args):
+    """The run's --logdir: the user's, or a new folder under the example."""
+    for index, flag in enumerate(script_args):
+        if flag == "--logdir" and index + 1 < len(script_args):
+            return script_args[index + 1], script_args
+        if flag.startswith("--logdir="):
+            return flag.split("=", 1)[1], script_args
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
+                          f"{stamp}-{os.getpid()}")
+    return logdir, script_args + ["--logdir", logdir]
+
+
+def free_ports(count):
+    """Ports the OS reports free on every interface, as TF servers bind there.
+
+    All are held open together, so they differ from each other, then released
+    for the servers to take; a port-0 bind is drawn at random from the
+    ephemeral range, so two launchers starting at once do not pick the same.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe.bind(("", 0))
+            sockets.append(probe)
+        return [probe.getsockname()[1] for probe in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
+
+
+def die_with_parent():
+    """Runs in each child before exec: SIGKILL it if the launcher dies."""
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(
+            pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:  # not Linux: the launcher's own teardown still applies
+        pass
+
+
+class Task:
+    """One child process, its log file and its last lines of output."""
+
+    def __init__(self, job, index, command, env, log_path):
+        self.name = f"{job}:{index}"
+        self.job = job
+        self.log = open(log_path, "w", buffering=1)
+        self.last_lines = collections.deque(maxlen=LAST_LINES)
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent)
+        self.returncode = None
+
+    def stop(self, sig):
+        """Signals the task's whole process group, if it is still running."""
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+class Launcher:
+    def __init__(self, options, script, script_args, logdir):
+        self.options, self.script, self.script_args = options, script, script_args
+        self.logdir = logdir
+        self.tasks = []
+        self.events = queue.Queue()
+        self.print_lock = threading.Lock()
+        self.streaming = True  # False once the job is being torn down
+        self.readers = []
+
+    def start(self):
+        ps_count, worker_count = self.options.ps, self.options.workers
+        ports = free_ports(ps_count + worker_count)
+        cluster = {"worker": [f"127.0.0.1:{port}" for port in ports[ps_count:]]}
+        if ps_count:
+            cluster["ps"] = [f"127.0.0.1:{port}" for port in ports[:ps_count]]
+        os.makedirs(os.path.join(self.logdir, "logs"), exist_ok=True)
+        say(f"{ps_count} ps + {worker_count} worker(s) of {self.script} on "
+            f"127.0.0.1 ports {', '.join(map(str, ports))}; logs and results "
+            f"in {self.logdir}")
+        base_env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # TensorFlow's C++ start-up chatter would drown the progress lines.
+        base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        command = [sys.executable, self.script, *self.script_args]
+        roles = [("ps", i) for i in range(ps_count)] + \
+                [("worker", i) for i in range(worker_count)]
+        # Start every process before any reader thread: forking while other
+        # threads run is what makes preexec_fn unsafe.
+        for job, index in roles:
+            env = dict(base_env, TF_CONFIG=json.dumps(
+                {"cluster": cluster, "task": {"type": job, "index": index}}))
+            log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
+            self.tasks.append(Task(job, index, command, env, log_path))
+        for task in self.tasks:
+            reader = threading.Thread(target=self.pump, args=(task,), daemon=True)
+            reader.start()
+            self.readers.append(reader)
+
+    def pump(self, task):
+        """Copies a task's output to its log and, prefixed, to our stdout."""
+        for raw in task.process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            task.log.write(line + "\n")
+            task.last_lines.append(line)
+            with self.print_lock:
+                if self.streaming and not CHATTER.match(line):
+                    show(f"[{task.name}] {line}")
+        task.process.stdout.close()
+        self.events.put((task, task.process.wait()))
+
+    def supervise(self):
+        """Waits for the outcome; returns the launcher's exit code."""
+        deadline = time.monotonic() + self.options.timeout
+        workers_left = sum(task.job == "worker" for task in self.tasks)
+        while workers_left:
+            try:
+                task, code = self.events.get(
+                    timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.teardown()
+                say(f"timed out after {self.options.timeout:g} s (--timeout); "
+                    f"stopped every task")
+                return EXIT_TIMEOUT
+            task.returncode = code
+            if code != 0:
+                return self.fail(task, code)
+            if task.job == "worker":
+                workers_left -= 1
+        # Every worker is done. The ps tasks exit on their own once their
+        # workers signal it; whatever is still running is stopped now.
+        self.teardown()
+        say(f"all {len(self.tasks) - self.options.ps} worker(s) finished; "
+            f"logs and results in {self.logdir}")
+        return 0
+
+    def fail(self, task, code):
+        self.teardown()
+        how = (f"was killed by signal {-code}" if code < 0
+               else f"exited with code {code}")
+        say(f"{task.name} {how}; stopped every other task. Its last lines "
+            f"(full log: {task.log.name}):")
+        for line in task.last_lines:
+            show(f"    {line}")
+        return 2 if code == 2 else 1
+
+    def teardown(self):
+        """Stops every task still running: SIGTERM, then SIGKILL if need be."""
+        with self.print_lock:
+            self.streaming = False
+        for task in self.tasks:
+            task.stop(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for task in self.tasks:
+            try:
+                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                task.stop(signal.SIGKILL)
+                task.process.wait()
+        for task in self.tasks:
+            # Kill anything a task left behind in its process group.
+            task.stop(signal.SIGKILL)
+        for reader in self.readers:
+            reader.join(timeout=STOP_GRACE_S)
+        for task in self.tasks:
+            task.log.close()
+
+
+def raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def main(argv):
+    try:
+        options, parser, script, script_args = parse_command_line(argv)
+    except LaunchError as error:
+        print(f"launch.py: error: {error}", file=sys.stderr)
+        return 2
+    if "-h" in script_args or "--help" in script_args:
+        parser.print_help()
+        print(f"\nThe flags of {script}:\n", flush=True)
+        return subprocess.run([sys.executable, script, "--help"],
+                              check=False).returncode
+    if importlib.util.find_spec("tensorflow") is None:
+        print(f"launch.py: error: TensorFlow is not installed for "
+              f"{sys.executable}; run `make venv` in the repository, or "
+              f"activate an environment with `pip install -r "
+              f"requirements.txt`", file=sys.stderr)
+        return 2
+    logdir, script_args = logdir_of(script, script_args)
+    launcher = Launcher(options, script, script_args, logdir)
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        launcher.start()
+        return launcher.supervise()
+    except (KeyboardInterrupt, Terminated) as stop:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        launcher.teardown()
+        interrupted = isinstance(stop, KeyboardInterrupt)
+        say(f"{'interrupted' if interrupted else 'terminated'}; stopped "
+            f"every task")
+        return 130 if interrupted else 143
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs launch.py with the right Python: $PYTHON if set, else the virtual
+# environment you activated, else the repository's .venv (made by `make
+# venv`), else python3 from PATH.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ -n "${PYTHON:-}" ]]; then
+    python="$PYTHON"
+elif [[ -n "${VIRTUAL_ENV:-}" ]]; then
+    python=python
+elif [[ -x "$repo/.venv/bin/python" ]]; then
+    python="$repo/.venv/bin/python"
+else
+    python=python3
+fi
+exec "$python" "$repo/launch.py" "$@"
