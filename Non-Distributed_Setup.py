@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf
+
 from guide import cli, data, model, report
 
 

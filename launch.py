@@ -12,7 +12,8 @@ Every example's run.sh is one call to this program. It
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker has finished (and stops any ps still running);
 - if a task fails or dies, stops all the others at once, names the task,
-  shows its last lines and exits non-zero (2 if the task rejected its input);
+  shows its last lines and exits 1; if a task rejected its input (exit code
+  2), shows its error once and exits 2;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
 Each task runs in its own process group, and asks the kernel to kill it if
@@ -38,11 +39,15 @@ import time
 
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
+PS_EXIT_GRACE_S = 2.0
 EXIT_TIMEOUT = 124
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
 # TensorFlow's C++ start-up chatter, which TF_CPP_MIN_LOG_LEVEL does not hide:
 # kept in the task logs, left out of the live stream.
+# Each task checks its flags, so a bad flag makes them all say the same error
+# line: it is shown once.
+USAGE_ERROR = re.compile(r"^\S+: error: ")
 CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
                      r"|I\d{4} |To enable the following instructions)")
 
@@ -183,6 +188,7 @@ class Launcher:
         self.events = queue.Queue()
         self.print_lock = threading.Lock()
         self.streaming = True  # False once the job is being torn down
+        self.errors_shown = set()
         self.readers = []
 
     def start(self):
@@ -218,9 +224,15 @@ class Launcher:
         for raw in task.process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             task.log.write(line + "\n")
+            if CHATTER.match(line):
+                continue
             task.last_lines.append(line)
             with self.print_lock:
-                if self.streaming and not CHATTER.match(line):
+                if USAGE_ERROR.match(line):
+                    if line in self.errors_shown:
+                        continue
+                    self.errors_shown.add(line)
+                if self.streaming:
                     show(f"[{task.name}] {line}")
         task.process.stdout.close()
         self.events.put((task, task.process.wait()))
@@ -244,26 +256,42 @@ class Launcher:
             if task.job == "worker":
                 workers_left -= 1
         # Every worker is done. The ps tasks exit on their own once their
-        # workers signal it; whatever is still running is stopped now.
-        self.teardown()
+        # workers have signalled it; give them a moment to, so their logs are
+        # complete, then stop whatever is still running.
+        deadline = time.monotonic() + PS_EXIT_GRACE_S
+        for task in self.tasks:
+            try:
+                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self.teardown(quiet=False)
         say(f"all {len(self.tasks) - self.options.ps} worker(s) finished; "
             f"logs and results in {self.logdir}")
         return 0
 
     def fail(self, task, code):
         self.teardown()
+        if code == 2:  # the task rejected its input and has said why
+            say(f"{task.name} rejected its input (exit code 2); stopped every "
+                f"other task")
+            return 2
         how = (f"was killed by signal {-code}" if code < 0
                else f"exited with code {code}")
         say(f"{task.name} {how}; stopped every other task. Its last lines "
             f"(full log: {task.log.name}):")
         for line in task.last_lines:
             show(f"    {line}")
-        return 2 if code == 2 else 1
+        return 1
 
-    def teardown(self):
-        """Stops every task still running: SIGTERM, then SIGKILL if need be."""
-        with self.print_lock:
-            self.streaming = False
+    def teardown(self, quiet=True):
+        """Stops every task still running: SIGTERM, then SIGKILL if need be.
+
+        Unless the job succeeded, what the stopped tasks print while dying
+        (lost connections, mostly) goes to their logs only.
+        """
+        if quiet:
+            with self.print_lock:
+                self.streaming = False
         for task in self.tasks:
             task.stop(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S

@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import tensorflow as tf
+
 from guide import cli, cluster, config, data, model, report
 
 

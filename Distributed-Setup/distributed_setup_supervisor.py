@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import tensorflow as tf
+
 from guide import cli, cluster, config, data, model, report
 
 
@@ -53,6 +54,8 @@ def main():
         loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(loss, global_step=global_step)
+        with tf.control_dependencies([train_op]):
+            step_after_update = global_step.read_value()  # for the loop's test
         summary_op = tf.compat.v1.summary.merge([
             tf.compat.v1.summary.scalar("loss", loss),
             tf.compat.v1.summary.scalar("accuracy", accuracy)])
@@ -78,7 +81,7 @@ def main():
         while not supervisor.should_stop() and step < args.train_steps:
             batch_images, batch_labels = batches.next()
             feed = {images: batch_images, labels: batch_labels}
-            _, step, batch_loss = session.run([train_op, global_step, loss], feed)
+            step, batch_loss = session.run([step_after_update, loss], feed)
             local_step += 1
             if local_step % args.log_every == 0:
                 rate = step * args.batch_size / (time.perf_counter() - start)

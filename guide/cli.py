@@ -27,7 +27,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def make_parser(doc, script_file, *, distributed=True, train_steps=1000,
-                batch_size=100, learning_rate=0.1):
+                batch_size=100, learning_rate=0.2):
     """The parser with the common flags; an example adds its own on top.
 
     `doc` is the script's docstring: its first line becomes the description.

@@ -1,0 +1,125 @@
+"""Helpers for tests that start processes: every one has a timeout, and no
+process a test started may outlive it."""
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = sys.executable
+# TensorFlow's C++ start-up lines on stderr, which no setting hides.
+TF_CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
+                        r"|I\d{4} |To enable the following instructions)")
+
+
+def processes_mentioning(text):
+    """PIDs of live processes whose command line contains `text`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as stream:
+                cmdline = stream.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as stream:
+                if stream.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # a zombie has already exited
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A folder for the test's runs; fails the test if any process whose
+    command line names it is still alive afterwards (and kills it)."""
+    yield tmp_path
+    leftovers = processes_mentioning(str(tmp_path))
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leftovers, f"processes left behind: {leftovers}"
+
+
+def env_without_tf_config(**extra):
+    env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(extra)
+    return env
+
+
+def run(command, *, timeout, cwd=REPO, env=None):
+    """Runs a command to completion (or kills it at `timeout`)."""
+    return subprocess.run(command, cwd=cwd, env=env or env_without_tf_config(),
+                          capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def error_lines(stderr):
+    """The lines of stderr that are not TensorFlow's start-up chatter."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not TF_CHATTER.match(line)]
+
+
+def read_result(logdir):
+    with open(os.path.join(logdir, "result.json")) as stream:
+        return json.load(stream)
+
+
+class Running:
+    """A started process whose output can be awaited line by line."""
+
+    def __init__(self, command, *, cwd=REPO, env=None):
+        self.process = subprocess.Popen(
+            command, cwd=cwd, env=env or env_without_tf_config(),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.lines = []
+        self._buffer = b""
+
+    def wait_for_line(self, pattern, timeout):
+        """Reads output until a line matches `pattern`; returns the match."""
+        deadline = time.monotonic() + timeout
+        for line in self.lines:
+            if re.search(pattern, line):
+                return re.search(pattern, line)
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.process.stdout], [], [],
+                                        deadline - time.monotonic())
+            if not ready:
+                break
+            chunk = os.read(self.process.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            self._buffer += chunk
+            *complete, self._buffer = self._buffer.split(b"\n")
+            for raw in complete:
+                line = raw.decode(errors="replace")
+                self.lines.append(line)
+                if re.search(pattern, line):
+                    return re.search(pattern, line)
+        raise AssertionError(f"no line matching {pattern!r} within {timeout} s;"
+                             f" output so far:\n" + "\n".join(self.lines[-30:]))
+
+    def finish(self, timeout):
+        """Waits for exit; returns (exit code, all output)."""
+        rest, _ = self.process.communicate(timeout=timeout)
+        text = (self._buffer + rest).decode(errors="replace")
+        self.lines.extend(text.splitlines())
+        return self.process.returncode, "\n".join(self.lines)
+
+    def kill(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()

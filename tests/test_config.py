@@ -1,0 +1,95 @@
+"""Which task am I: TF_CONFIG and the classic flags, and their errors."""
+
+import json
+import types
+
+import pytest
+
+from guide import cli, config
+from guide.cli import UsageError
+
+
+def flags(ps_hosts="", worker_hosts="", job_name="", task_index=0):
+    return types.SimpleNamespace(ps_hosts=ps_hosts, worker_hosts=worker_hosts,
+                                 job_name=job_name, task_index=task_index)
+
+
+def tf_config(cluster, task_type, index):
+    return {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                     "task": {"type": task_type, "index": index}})}
+
+
+CLUSTER = {"ps": ["127.0.0.1:1000"], "worker": ["127.0.0.1:1001", "127.0.0.1:1002"]}
+
+
+def test_flags_give_the_cluster_and_the_task():
+    task = config.resolve(flags("h:1", "h:2,h:3", "worker", 1), {})
+    assert task.cluster == {"ps": ["h:1"], "worker": ["h:2", "h:3"]}
+    assert (task.name, task.num_ps, task.num_workers, task.is_chief) == \
+        ("worker:1", 1, 2, False)
+
+
+def test_tf_config_wins_over_flags():
+    task = config.resolve(flags("h:1", "h:2", "ps", 0),
+                          tf_config(CLUSTER, "worker", 0))
+    assert task.cluster == CLUSTER and task.is_chief
+
+
+def test_a_chief_entry_becomes_worker_0():
+    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]}
+    chief = config.resolve(flags(), tf_config(cluster, "chief", 0))
+    second = config.resolve(flags(), tf_config(cluster, "worker", 1))
+    assert chief.cluster["worker"] == ["c:1", "w:1", "w:2"] and chief.is_chief
+    assert second.name == "worker:2"
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"TF_CONFIG": "{not json"}, "TF_CONFIG is not valid JSON"),
+    ({"TF_CONFIG": '{"cluster": {}}'}, 'needs a "cluster" and a "task"'),
+    (tf_config({"ps": "h:1", "worker": ["h:2"]}, "ps", 0),
+     "must be a non-empty list"),
+    (tf_config(CLUSTER, "evaluator", 0), "job name 'evaluator'"),
+    (tf_config(CLUSTER, "worker", 2), "task index 2 from TF_CONFIG is out of range"),
+    (tf_config(CLUSTER, "worker", "0"), "task index must be an integer"),
+    (tf_config({"ps": ["h:1"], "worker": ["nohost"]}, "ps", 0), "is not host:port"),
+    (tf_config({"worker": ["h:1"]}, "worker", 0), "has no ps"),
+    (tf_config(dict(CLUSTER, evaluator=["h:9"]), "worker", 0), "job(s) evaluator"),
+])
+def test_bad_tf_config_is_one_clear_error(environ, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(
+            ")", r"\)")) as error:
+        config.resolve(flags(), environ)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (flags(), "no cluster given"),
+    (flags("h:1", "h:2", "chief", 0), "job name 'chief'"),
+    (flags("h:1", "h:2", "worker", 1), "task index 1 from --job_name/--task_index "
+                                       "is out of range"),
+    (flags("h:1", "h:2", "worker", -1), "out of range"),
+    (flags("h:1", "h:99999", "worker", 0), "is not host:port"),
+])
+def test_bad_flags_are_one_clear_error(args, message):
+    with pytest.raises(UsageError, match=message):
+        config.resolve(args, {})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--train_steps", "0"], "--train_steps must be a positive integer, got 0"),
+    (["--batch_size", "-5"], "--batch_size must be a positive integer"),
+    (["--learning_rate", "0"], "--learning_rate must be positive"),
+    (["--dataset", "cifar"], "invalid choice: 'cifar'"),
+    (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
+])
+def test_bad_common_flags_are_one_clear_error(argv, message, tmp_path):
+    parser = cli.make_parser("Doc.", str(tmp_path / "script.py"))
+    with pytest.raises(UsageError, match=message):
+        cli.parse(parser, argv)
+
+
+def test_defaults_give_a_fresh_logdir_under_the_example(tmp_path):
+    parser = cli.make_parser("Doc.", str(tmp_path / "script.py"))
+    args = cli.parse(parser, ["--train_steps", "50"])
+    assert args.logdir.startswith(str(tmp_path / "runs"))
+    assert args.log_every == 5

@@ -1,0 +1,85 @@
+"""Every example runs end to end, the way a user starts it, with few steps."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, REPO, Running, read_result, run
+from test_data import fake_mnist, write_idx_fixture
+
+STEPS = "200"
+EXAMPLES = {
+    # pytest id: (command relative to the repository, workers, ps)
+    "Non-Distributed_Setup": ([PYTHON, "Non-Distributed_Setup.py"], 1, 0),
+    "Distributed-Setup": (["bash", "Distributed-Setup/run.sh"], 1, 1),
+    "Distributed-Setup-supervisor": (["bash", "Distributed-Setup/run_sup.sh"], 1, 1),
+    "Hogwild": (["bash", "Hogwild/run.sh"], 2, 1),
+}
+
+
+def check_result(result, workers, ps, steps=int(STEPS)):
+    assert (result["workers"], result["ps"]) == (workers, ps)
+    # Asynchronous workers may each finish the step in flight.
+    assert steps <= result["global_step"] <= steps + workers
+    assert result["test_accuracy"] > 0.3  # chance is about 0.1
+    assert result["test_loss"] > 0 and np.isfinite(result["test_loss"])
+    assert result["wall_s"] > 0 and result["examples_per_s"] > 0
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_trains_and_reports(name, run_dir):
+    command, workers, ps = EXAMPLES[name]
+    logdir = run_dir / "run"
+    result = run(command + ["--train_steps", STEPS, "--logdir", str(logdir)],
+                 timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    check_result(read_result(logdir), workers, ps)
+    assert re.search(r"^(\[worker:0\] )?RESULT algorithm=\S+ workers=", result.stdout,
+                     re.MULTILINE)
+    # The chief leaves a checkpoint and TensorBoard events behind.
+    files = os.listdir(logdir)
+    assert "checkpoint" in files
+    assert any(name.startswith("events.out.tfevents") for name in files)
+
+
+def test_hogwild_with_two_ps_four_workers_and_mnist_files(run_dir):
+    """Variables sharded over two ps; data read from IDX files."""
+    mnist_dir = run_dir / "mnist"
+    mnist_dir.mkdir()
+    write_idx_fixture(mnist_dir, fake_mnist(train=800, test=100))
+    logdir = run_dir / "run"
+    result = run(["bash", "Hogwild/run.sh", "--ps", "2", "--workers", "4",
+                  "--dataset", "mnist", "--data_dir", str(mnist_dir),
+                  "--train_steps", "40", "--logdir", str(logdir)], timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["workers"], outcome["ps"], outcome["dataset"]) == (4, 2, "mnist")
+    assert sorted(os.listdir(logdir / "logs")) == [
+        "ps-0.log", "ps-1.log", "worker-0.log", "worker-1.log", "worker-2.log",
+        "worker-3.log"]
+
+
+def test_two_examples_at_once_do_not_collide(run_dir):
+    jobs = [Running(["bash", "Distributed-Setup/run.sh", "--train_steps", "50",
+                     "--logdir", str(run_dir / name)]) for name in ("a", "b")]
+    try:
+        outcomes = [job.finish(timeout=120) for job in jobs]
+    finally:
+        for job in jobs:
+            job.kill()
+    for code, output in outcomes:
+        assert code == 0, output[-3000:]
+    ports = [set(re.search(r"ports ([\d, ]+);", output).group(1).split(", "))
+             for _, output in outcomes]
+    assert not ports[0] & ports[1]
+    for name in ("a", "b"):
+        assert read_result(run_dir / name)["global_step"] == 50
+
+
+def test_run_sh_works_from_any_folder(run_dir):
+    result = run(["bash", os.path.join(REPO, "Distributed-Setup", "run.sh"),
+                  "--help"], cwd=str(run_dir), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--workers" in result.stdout and "--train_steps" in result.stdout

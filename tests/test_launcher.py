@@ -1,0 +1,139 @@
+"""The launcher's contract, with a fake task that needs no TensorFlow."""
+
+import os
+import re
+import select
+import signal
+
+from conftest import PYTHON, REPO, Running, processes_mentioning, run
+
+LAUNCH = os.path.join(REPO, "launch.py")
+FAKE = os.path.join(REPO, "tests", "fake_task.py")
+
+
+def launch(run_dir, *options, mode="ok"):
+    return [PYTHON, LAUNCH, *options, "--", FAKE, "--mode", mode,
+            "--logdir", str(run_dir / "run")]
+
+
+def test_success_stops_the_ps_and_keeps_prefixed_logs(run_dir):
+    result = run(launch(run_dir, "--ps", "2", "--workers", "3"), timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for index in range(3):
+        assert f"[worker:{index}] worker {index} done" in result.stdout
+    ports = re.findall(r"port=(\d+)", result.stdout)
+    assert len(ports) == 5 and len(set(ports)) == 5
+    logs = sorted(os.listdir(run_dir / "run" / "logs"))
+    assert logs == ["ps-0.log", "ps-1.log", "worker-0.log", "worker-1.log",
+                    "worker-2.log"]
+    assert "worker 2 done" in (run_dir / "run" / "logs" / "worker-2.log").read_text()
+
+
+def test_user_flags_override_run_sh_defaults(run_dir):
+    # run.sh passes --ps 1 --workers 2 before "--"; the user's come after.
+    command = launch(run_dir, "--ps", "1", "--workers", "2")
+    result = run(command + ["--workers", "4", "--ps=2"], timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker:3] worker 3 done" in result.stdout
+    assert "[ps:1] ready" in result.stdout
+
+
+def test_two_launches_at_once_do_not_collide(run_dir):
+    first = Running(launch(run_dir / "a"))
+    second = Running(launch(run_dir / "b"))
+    try:
+        first_code, first_output = first.finish(timeout=60)
+        second_code, second_output = second.finish(timeout=60)
+    finally:
+        first.kill()
+        second.kill()
+    assert (first_code, second_code) == (0, 0), first_output + second_output
+    first_ports = set(re.findall(r"port=(\d+)", first_output))
+    second_ports = set(re.findall(r"port=(\d+)", second_output))
+    assert len(first_ports) == len(second_ports) == 3
+    assert not first_ports & second_ports
+
+
+def test_a_failing_worker_stops_the_job_and_is_named(run_dir):
+    result = run(launch(run_dir, mode="fail"), timeout=60)
+    assert result.returncode == 1
+    assert "worker:1 exited with code 3; stopped every other task" in result.stdout
+    assert "    worker 1 is about to fail" in result.stdout  # its last lines
+
+
+def test_a_task_rejecting_its_input_gives_exit_2(run_dir):
+    result = run(launch(run_dir, mode="bad_input"), timeout=60)
+    assert result.returncode == 2
+    assert "worker:0 rejected its input (exit code 2)" in result.stdout
+    assert result.stdout.count("error: --mode bad_input was given") == 1
+
+
+def test_a_killed_ps_stops_the_job(run_dir):
+    job = Running(launch(run_dir, mode="hang"))
+    try:
+        ps_pid = int(job.wait_for_line(r"\[ps:0\] ready pid=(\d+)", 30).group(1))
+        job.wait_for_line(r"\[worker:1\] ready", 30)
+        os.kill(ps_pid, signal.SIGKILL)
+        code, output = job.finish(timeout=30)
+    finally:
+        job.kill()
+    assert code == 1
+    assert "ps:0 was killed by signal 9; stopped every other task" in output
+
+
+def test_sigterm_to_the_launcher_stops_every_task(run_dir):
+    job = Running(launch(run_dir, mode="hang"))
+    try:
+        job.wait_for_line(r"\[worker:1\] ready", 30)
+        assert len(processes_mentioning(str(run_dir))) == 4  # launcher + 3
+        job.process.send_signal(signal.SIGTERM)
+        code, output = job.finish(timeout=30)
+    finally:
+        job.kill()
+    assert code == 143
+    assert "terminated; stopped every task" in output
+
+
+def test_sigkill_to_the_launcher_still_ends_every_task(run_dir):
+    job = Running(launch(run_dir, mode="hang"))
+    try:
+        pids = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)", 30).group(1))
+                for name in ("ps:0", "worker:0", "worker:1")]
+        job.process.send_signal(signal.SIGKILL)
+        job.process.wait(timeout=10)
+        # The kernel sends each task its parent-death signal.
+        assert all(wait_until_gone(pid, timeout=10) for pid in pids)
+    finally:
+        job.kill()
+    assert not processes_mentioning(str(run_dir))
+
+
+def wait_until_gone(pid, timeout):
+    """Blocks until process `pid` (not our child) exits; False on timeout."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([handle], [], [], timeout)[0])
+    finally:
+        os.close(handle)
+
+
+def test_timeout_stops_the_job(run_dir):
+    result = run(launch(run_dir, "--timeout", "3", mode="hang"), timeout=60)
+    assert result.returncode == 124
+    assert "timed out after 3 s (--timeout); stopped every task" in result.stdout
+
+
+def test_cluster_flags_are_refused_with_exit_2(run_dir):
+    result = run(launch(run_dir) + ["--job_name=ps"], timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "--job_name is set by the launcher" in result.stderr
+
+
+def test_bad_launcher_options_give_exit_2(run_dir):
+    result = run(launch(run_dir, "--workers", "0"), timeout=30)
+    assert result.returncode == 2
+    assert "need --ps 0 or more and --workers 1 or more" in result.stderr
