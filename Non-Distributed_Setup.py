@@ -30,17 +30,13 @@ def main():
     # --- Build the graph ---
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    images, labels = model.placeholders()
-    mlp = model.MLP(args.seed)
-    loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
+    classifier = model.Classifier(args.seed)
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-    train_op = optimizer.minimize(loss, global_step=global_step)
-    tf.compat.v1.summary.scalar("loss", loss)
-    tf.compat.v1.summary.scalar("accuracy", accuracy)
+    train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
     # --- Train ---
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             report.ProgressHook(global_step, loss, args.log_every,
+             report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  summary_dir=args.logdir)]
     with tf.compat.v1.train.MonitoredTrainingSession(
@@ -48,17 +44,13 @@ def main():
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
-            session.run(train_op, {images: batch_images, labels: batch_labels})
+            session.run(train_op, classifier.feed(batch_images, batch_labels))
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report ---
-        test_loss, test_accuracy, step = report.run_without_hooks(
-            session, [loss, accuracy, global_step],
-            {images: dataset.test_images, labels: dataset.test_labels})
-    report.write_result(args, "non-distributed_setup", workers=1, ps=0,
-                        global_step=step, test_loss=test_loss,
-                        test_accuracy=test_accuracy, wall_s=wall_s,
-                        examples=step * args.batch_size)
+        report.evaluate_and_write(session, args, "non-distributed_setup",
+                                  classifier, dataset, global_step, wall_s,
+                                  workers=1, ps=0)
 
 
 if __name__ == "__main__":

@@ -60,15 +60,11 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):  # Distributed:
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        images, labels = model.placeholders()
-        mlp = model.MLP(args.seed)
-        loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
+        classifier = model.Classifier(args.seed)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        gradients = optimizer.compute_gradients(loss)  # on this worker
+        gradients = optimizer.compute_gradients(classifier.loss)  # on this worker
         train_op = optimizer.apply_gradients(  # on the ps, beside each variable
             gradients, global_step=global_step)
-        tf.compat.v1.summary.scalar("loss", loss)
-        tf.compat.v1.summary.scalar("accuracy", accuracy)
     for gradient, variable in gradients:
         print(f"{variable.op.name:15} lives on {variable.device}; its gradient "
               f"is computed on {gradient.device}", flush=True)
@@ -79,7 +75,7 @@ def main():
     if not task.is_chief:
         cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             report.ProgressHook(global_step, loss, args.log_every,
+             report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  summary_dir=args.logdir if task.is_chief else None)]
     with tf.compat.v1.train.MonitoredTrainingSession(
@@ -91,19 +87,14 @@ def main():
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
-            session.run(train_op, {images: batch_images, labels: batch_labels})
+            session.run(train_op, classifier.feed(batch_images, batch_labels))
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
         if task.is_chief:
-            test_loss, test_accuracy, step = report.run_without_hooks(
-                session, [loss, accuracy, global_step],
-                {images: dataset.test_images, labels: dataset.test_labels})
-            report.write_result(args, "distributed-setup",
-                                workers=task.num_workers, ps=task.num_ps,
-                                global_step=step, test_loss=test_loss,
-                                test_accuracy=test_accuracy, wall_s=wall_s,
-                                examples=step * args.batch_size)
+            report.evaluate_and_write(session, args, "distributed-setup", classifier,
+                                      dataset, global_step, wall_s,
+                                      workers=task.num_workers, ps=task.num_ps)
     # Distributed: tell the ps this worker is finished, so it can exit.
     cluster.signal_done(server, task)
 

@@ -49,16 +49,12 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):  # Distributed:
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        images, labels = model.placeholders()
-        mlp = model.MLP(args.seed)
-        loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
+        classifier = model.Classifier(args.seed)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        train_op = optimizer.minimize(loss, global_step=global_step)
+        train_op = optimizer.minimize(classifier.loss, global_step=global_step)
         with tf.control_dependencies([train_op]):
             step_after_update = global_step.read_value()  # for the loop's test
-        summary_op = tf.compat.v1.summary.merge([
-            tf.compat.v1.summary.scalar("loss", loss),
-            tf.compat.v1.summary.scalar("accuracy", accuracy)])
+        summary_op = tf.compat.v1.summary.merge_all()
 
     # --- The session: the Supervisor initialises (chief) or waits (others) ---
     # summary_op=None: the Supervisor's background summary thread cannot feed
@@ -80,8 +76,9 @@ def main():
         local_step = 0
         while not supervisor.should_stop() and step < args.train_steps:
             batch_images, batch_labels = batches.next()
-            feed = {images: batch_images, labels: batch_labels}
-            step, batch_loss = session.run([step_after_update, loss], feed)
+            feed = classifier.feed(batch_images, batch_labels)
+            step, batch_loss = session.run([step_after_update, classifier.loss],
+                                           feed)
             local_step += 1
             if local_step % args.log_every == 0:
                 rate = step * args.batch_size / (time.perf_counter() - start)
@@ -96,14 +93,10 @@ def main():
         if task.is_chief:
             supervisor.saver.save(session, supervisor.save_path,
                                   global_step=global_step)
-            test_loss, test_accuracy, step = session.run(
-                [loss, accuracy, global_step],
-                {images: dataset.test_images, labels: dataset.test_labels})
-            report.write_result(args, "distributed-setup-supervisor",
-                                workers=task.num_workers, ps=task.num_ps,
-                                global_step=step, test_loss=test_loss,
-                                test_accuracy=test_accuracy, wall_s=wall_s,
-                                examples=step * args.batch_size)
+            report.evaluate_and_write(session, args,
+                                      "distributed-setup-supervisor", classifier,
+                                      dataset, global_step, wall_s,
+                                      workers=task.num_workers, ps=task.num_ps)
     cluster.signal_done(server, task)  # Distributed: lets the ps exit
 
 

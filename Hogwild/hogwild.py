@@ -51,23 +51,19 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):  # Distributed:
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        images, labels = model.placeholders()
-        mlp = model.MLP(args.seed)
-        loss, accuracy = model.loss_and_accuracy(mlp.logits(images), labels)
+        classifier = model.Classifier(args.seed)
         # The update rule: theta <- theta - learning_rate * gradient, applied
         # on the ps the moment this worker's gradient arrives, with no lock
         # against the other workers' updates (Hogwild's "lock-free").
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(
             args.learning_rate, use_locking=False)
-        train_op = optimizer.minimize(loss, global_step=global_step)
-        tf.compat.v1.summary.scalar("loss", loss)
-        tf.compat.v1.summary.scalar("accuracy", accuracy)
+        train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
     # --- Train: the chief initialises, the others wait for it ---
     if not task.is_chief:
         cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             report.ProgressHook(global_step, loss, args.log_every,
+             report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  summary_dir=args.logdir if task.is_chief else None)]
     with tf.compat.v1.train.MonitoredTrainingSession(
@@ -79,18 +75,14 @@ def main():
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
-            session.run(train_op, {images: batch_images, labels: batch_labels})
+            session.run(train_op, classifier.feed(batch_images, batch_labels))
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
         if task.is_chief:
-            test_loss, test_accuracy, step = report.run_without_hooks(
-                session, [loss, accuracy, global_step],
-                {images: dataset.test_images, labels: dataset.test_labels})
-            report.write_result(args, "hogwild", workers=task.num_workers,
-                                ps=task.num_ps, global_step=step,
-                                test_loss=test_loss, test_accuracy=test_accuracy,
-                                wall_s=wall_s, examples=step * args.batch_size)
+            report.evaluate_and_write(session, args, "hogwild", classifier,
+                                      dataset, global_step, wall_s,
+                                      workers=task.num_workers, ps=task.num_ps)
     cluster.signal_done(server, task)  # Distributed: lets the ps exit
 
 

@@ -40,17 +40,26 @@ class MLP:
         return tf.matmul(hidden, self.output_weights) + self.output_biases
 
 
-def placeholders():
-    """Inputs fed from NumPy: a batch of images and their labels."""
-    images = tf.compat.v1.placeholder(tf.float32, [None, IMAGE_SIZE], "images")
-    labels = tf.compat.v1.placeholder(tf.int64, [None], "labels")
-    return images, labels
+class Classifier:
+    """The whole model graph, built in the caller's device scope.
 
+    `images` and `labels` are placeholders fed from NumPy; `loss` is the mean
+    cross-entropy and `accuracy` the fraction of correct predictions, both
+    also written as TensorBoard summaries.
+    """
 
-def loss_and_accuracy(logits, labels):
-    """Mean cross-entropy and the fraction of correct predictions."""
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits))
-    correct = tf.equal(tf.argmax(logits, axis=1), labels)
-    accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
-    return loss, accuracy
+    def __init__(self, seed):
+        self.images = tf.compat.v1.placeholder(tf.float32, [None, IMAGE_SIZE],
+                                               "images")
+        self.labels = tf.compat.v1.placeholder(tf.int64, [None], "labels")
+        self.mlp = MLP(seed)
+        logits = self.mlp.logits(self.images)
+        self.loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=self.labels, logits=logits))
+        correct = tf.equal(tf.argmax(logits, axis=1), self.labels)
+        self.accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
+        tf.compat.v1.summary.scalar("loss", self.loss)
+        tf.compat.v1.summary.scalar("accuracy", self.accuracy)
+
+    def feed(self, images, labels):
+        return {self.images: images, self.labels: labels}

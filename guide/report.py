@@ -67,12 +67,21 @@ def run_without_hooks(session, fetches, feed_dict=None):
     return session.run(fetches, feed_dict)
 
 
-def write_result(args, algorithm, *, workers, ps, global_step, test_loss,
-                 test_accuracy, wall_s, examples, **extra):
-    """Prints the greppable RESULT line and writes the same to result.json."""
+def evaluate_and_write(session, args, algorithm, classifier, dataset,
+                       global_step, wall_s, *, workers, ps, examples_per_step=None,
+                       **extra):
+    """The chief's last act: test-set evaluation, the RESULT line, result.json.
+
+    `examples_per_step` is how many training examples one global step
+    consumed (default: one minibatch); `extra` adds scheme-specific fields.
+    """
+    test_loss, test_accuracy, step = run_without_hooks(
+        session, [classifier.loss, classifier.accuracy, global_step],
+        classifier.feed(dataset.test_images, dataset.test_labels))
+    examples = step * (examples_per_step or args.batch_size)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
-        "global_step": int(global_step),
+        "global_step": int(step),
         "test_accuracy": round(float(test_accuracy), 4),
         "test_loss": round(float(test_loss), 4),
         "wall_s": round(wall_s, 2),
@@ -81,8 +90,7 @@ def write_result(args, algorithm, *, workers, ps, global_step, test_loss,
         "batch_size": args.batch_size, "learning_rate": args.learning_rate,
         "seed": args.seed, **extra}
     os.makedirs(args.logdir, exist_ok=True)
-    path = os.path.join(args.logdir, "result.json")
-    with open(path, "w") as stream:
+    with open(os.path.join(args.logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
         stream.write("\n")
     print("RESULT " + " ".join(f"{key}={value}" for key, value in fields.items()),
