@@ -48,7 +48,7 @@ def _host_list(value, what):
     for host in hosts:
         if not _HOST_PORT.match(host) or not 0 < int(host.rsplit(":", 1)[1]) < 65536:
             raise UsageError(f"{what} has {host!r}, which is not host:port "
-                             f"(for example 127.0.0.1:2222)")
+                             f"(for example worker0.example.com:2222)")
     return hosts
 
 
