@@ -334,6 +334,8 @@ def main(argv):
     logdir, script_args = logdir_of(script, script_args)
     launcher = Launcher(options, script, script_args, logdir)
     signal.signal(signal.SIGTERM, raise_terminated)
+    # Explicitly, since a shell starts background jobs with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         launcher.start()
         return launcher.supervise()

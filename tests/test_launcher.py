@@ -5,6 +5,8 @@ import re
 import select
 import signal
 
+import pytest
+
 from conftest import PYTHON, REPO, Running, processes_mentioning, run
 
 LAUNCH = os.path.join(REPO, "launch.py")
@@ -81,17 +83,19 @@ def test_a_killed_ps_stops_the_job(run_dir):
     assert "ps:0 was killed by signal 9; stopped every other task" in output
 
 
-def test_sigterm_to_the_launcher_stops_every_task(run_dir):
+@pytest.mark.parametrize("sent, code, word", [
+    (signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
         job.wait_for_line(r"\[worker:1\] ready", 30)
         assert len(processes_mentioning(str(run_dir))) == 4  # launcher + 3
-        job.process.send_signal(signal.SIGTERM)
-        code, output = job.finish(timeout=30)
+        job.process.send_signal(sent)
+        exit_code, output = job.finish(timeout=30)
     finally:
         job.kill()
-    assert code == 143
-    assert "terminated; stopped every task" in output
+    assert exit_code == code
+    assert f"{word}; stopped every task" in output
 
 
 def test_sigkill_to_the_launcher_still_ends_every_task(run_dir):
