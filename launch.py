@@ -43,11 +43,11 @@ PS_EXIT_GRACE_S = 2.0
 EXIT_TIMEOUT = 124
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
-# TensorFlow's C++ start-up chatter, which TF_CPP_MIN_LOG_LEVEL does not hide:
-# kept in the task logs, left out of the live stream.
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
 USAGE_ERROR = re.compile(r"^\S+: error: ")
+# TensorFlow's C++ start-up chatter, which TF_CPP_MIN_LOG_LEVEL does not hide:
+# kept in the task logs, left out of the live stream.
 CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
                      r"|I\d{4} |To enable the following instructions)")
 

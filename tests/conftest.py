@@ -12,11 +12,10 @@ import time
 
 import pytest
 
+from launch import CHATTER
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
-# TensorFlow's C++ start-up lines on stderr, which no setting hides.
-TF_CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
-                        r"|I\d{4} |To enable the following instructions)")
 
 
 def processes_mentioning(text):
@@ -69,7 +68,7 @@ def run(command, *, timeout, cwd=REPO, env=None):
 def error_lines(stderr):
     """The lines of stderr that are not TensorFlow's start-up chatter."""
     return [line for line in stderr.splitlines()
-            if line.strip() and not TF_CHATTER.match(line)]
+            if line.strip() and not CHATTER.match(line)]
 
 
 def read_result(logdir):
