@@ -38,7 +38,9 @@ def main():
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir)]
+                                 summary_dir=args.logdir),
+             # test accuracy as training goes, with --eval_every
+             report.AccuracyCurveHook(args, global_step, classifier, dataset)]
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks) as session:
         start = time.perf_counter()

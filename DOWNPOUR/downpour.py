@@ -109,6 +109,8 @@ def main():
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,  # Distributed: one window
                                  summary_dir=args.logdir if task.is_chief else None)]
+    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+        hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:

@@ -86,7 +86,9 @@ def towers(args, gpus):
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir)]
+                                 summary_dir=args.logdir),
+             # test accuracy as training goes, with --eval_every
+             report.AccuracyCurveHook(args, global_step, classifier, dataset)]
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks,
             config=session_config) as session:
@@ -162,6 +164,8 @@ def between_graph(args, gpus):
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  summary_dir=args.logdir if task.is_chief else None)]
+    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+        hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:

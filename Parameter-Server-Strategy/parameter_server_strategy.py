@@ -109,6 +109,14 @@ def coordinate(args, resolver):
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=mlp.logits(images)))
 
+    def test_loss_and_accuracy():  # on the coordinator, reading the ps
+        test_logits = mlp.logits(dataset.test_images)
+        test_loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=dataset.test_labels, logits=test_logits))
+        return float(test_loss), np.mean(
+            np.argmax(test_logits.numpy(), axis=1) == dataset.test_labels)
+
     # --- The update rule: θ ← θ − η g, on the ps, as each worker's step ends ---
     @tf.function
     def train_step(batches):
@@ -124,6 +132,9 @@ def coordinate(args, resolver):
 
     # --- Train: schedule steps; the coordinator hands them to free workers ---
     writer = tf.summary.create_file_writer(args.logdir)
+    curve = report.AccuracyCurve(args)  # test accuracy with --eval_every
+    if curve.every:
+        curve.add(0, test_loss_and_accuracy()[1])
     start = time.perf_counter()
     for scheduled in range(1, args.train_steps + 1):
         loss = coordinator.schedule(  # Distributed: on a free worker
@@ -136,18 +147,19 @@ def coordinate(args, resolver):
             with writer.as_default():  # tf.summary.scalar needs TensorBoard
                 tf.summary.write("loss", value, step=scheduled,
                                  metadata=SCALAR)
+        if curve.due(scheduled):
+            loss.fetch()  # waits for that step, then reads the ps
+            curve.add(global_step.numpy(), test_loss_and_accuracy()[1])
     coordinator.join()  # Distributed: every scheduled step has run
     wall_s = time.perf_counter() - start
 
     # --- Evaluate and save ---
-    test_logits = mlp.logits(dataset.test_images)
-    test_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=dataset.test_labels, logits=test_logits))
-    test_accuracy = np.mean(np.argmax(test_logits.numpy(), axis=1)
-                            == dataset.test_labels)
+    if curve.every:
+        curve.write()
+    test_loss, test_accuracy = test_loss_and_accuracy()
     tf.train.Checkpoint(variables=mlp.variables, global_step=global_step).save(
         os.path.join(args.logdir, "model.ckpt"))
-    return int(global_step.numpy()), float(test_loss), test_accuracy, wall_s
+    return int(global_step.numpy()), test_loss, test_accuracy, wall_s
 
 
 if __name__ == "__main__":

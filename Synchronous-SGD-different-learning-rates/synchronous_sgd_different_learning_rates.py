@@ -114,6 +114,10 @@ def main():
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=examples_per_step,
                                  summary_dir=args.logdir if task.is_chief else None)]
+    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+        hooks.append(report.AccuracyCurveHook(
+            args, global_step, classifier, dataset,
+            examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:

@@ -2,8 +2,9 @@
 
 Every example takes the same common flags (`--train_steps`, `--batch_size`,
 `--learning_rate`, `--seed`, `--dataset`, `--data_dir`, `--logdir`,
-`--log_every`), and the distributed ones also take TensorFlow's classic cluster
-flags (`--ps_hosts --worker_hosts --job_name --task_index`).
+`--log_every`, `--eval_every`), and the distributed ones also take
+TensorFlow's classic cluster flags (`--ps_hosts --worker_hosts --job_name
+--task_index`).
 
 Bad input is reported as one line on stderr with exit code 2: raise
 `UsageError` anywhere under `run_main` and it is turned into exactly that.
@@ -95,6 +96,10 @@ def make_parser(doc, script_file, *, distributed=True, train_steps=1000,
     training.add_argument("--log_every", type=int, default=0,
                           help="print progress every this many local steps "
                                "(0: about ten lines per run)")
+    training.add_argument("--eval_every", type=int, default=0,
+                          help="the chief measures test accuracy every this "
+                               "many global steps and writes the curve to "
+                               "accuracy_curve.json (0: only at the end)")
     if distributed:
         cluster = parser.add_argument_group(
             "cluster (ignored when TF_CONFIG is set)")
@@ -122,6 +127,8 @@ def parse(parser, argv=None):
                          f"{args.learning_rate}")
     if args.log_every < 0:
         raise UsageError(f"--log_every must be 0 or more, got {args.log_every}")
+    if args.eval_every < 0:
+        raise UsageError(f"--eval_every must be 0 or more, got {args.eval_every}")
     if args.log_every == 0:
         args.log_every = max(1, args.train_steps // 10)
     if args.logdir is None:

@@ -61,6 +61,77 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                                            simple_value=rate)]), step)
 
 
+class AccuracyCurve:
+    """Test accuracy as training goes, for `--eval_every`: points of (seconds
+    since the start, global step, examples seen, accuracy), written to
+    `<logdir>/accuracy_curve.json`. `examples_per_step` is as in
+    `evaluate_and_write`."""
+
+    def __init__(self, args, examples_per_step=None):
+        self.every = args.eval_every
+        self._path = os.path.join(args.logdir, "accuracy_curve.json")
+        self._examples_per_step = examples_per_step or args.batch_size
+        self._points = []
+        self._start = time.perf_counter()
+        self._next_step = 0
+
+    def restart_clock(self):
+        self._start = time.perf_counter()
+
+    def due(self, step):
+        """Whether `step` has reached the next multiple of --eval_every."""
+        return bool(self.every) and step >= self._next_step
+
+    def add(self, step, accuracy):
+        self._points.append({
+            "wall_s": round(time.perf_counter() - self._start, 3),
+            "global_step": int(step),
+            "examples": int(step) * self._examples_per_step,
+            "test_accuracy": round(float(accuracy), 4)})
+        self._next_step = (int(step) // self.every + 1) * self.every
+
+    def write(self):
+        os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        with open(self._path, "w") as stream:
+            json.dump(self._points, stream, indent=1)
+            stream.write("\n")
+
+
+class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
+    """An `AccuracyCurve` kept by a MonitoredSession: measured when the
+    session starts, then whenever the global step passes a multiple of
+    `--eval_every`, and written when the session closes. Does nothing when
+    `--eval_every` is 0."""
+
+    def __init__(self, args, global_step, classifier, dataset,
+                 examples_per_step=None):
+        self._curve = AccuracyCurve(args, examples_per_step)
+        self._global_step = global_step
+        self._accuracy = classifier.accuracy
+        self._feed = classifier.feed(dataset.test_images, dataset.test_labels)
+
+    def after_create_session(self, session, coord):
+        if self._curve.every:
+            self._curve.restart_clock()
+            self._measure(session, session.run(self._global_step))
+
+    def _measure(self, session, step):
+        self._curve.add(step, session.run(self._accuracy, self._feed))
+
+    def before_run(self, run_context):
+        if self._curve.every:
+            return tf.compat.v1.train.SessionRunArgs(self._global_step)
+        return None
+
+    def after_run(self, run_context, run_values):
+        if self._curve.due(run_values.results):
+            self._measure(run_context.session, run_values.results)
+
+    def end(self, session):
+        if self._curve.every:
+            self._curve.write()
+
+
 def run_without_hooks(session, fetches, feed_dict=None):
     """`session.run`, but a MonitoredSession's hooks do not see it.
 
@@ -226,7 +297,7 @@ def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
         "global_step": int(step),
         "test_accuracy": round(float(test_accuracy), 4),
         "test_loss": round(float(test_loss), 4),
-        "wall_s": round(wall_s, 2),
+        "wall_s": round(wall_s, 2), "examples": int(examples),
         "examples_per_s": round(examples / wall_s, 1),
         "dataset": args.dataset, "train_steps": args.train_steps,
         "batch_size": args.batch_size, "learning_rate": args.learning_rate,

@@ -52,8 +52,9 @@ def test_missing_mnist_files_direct(run_dir):
 
 @pytest.mark.parametrize("flags, message", [
     (["--train_steps", "0"], "--train_steps must be a positive integer, got 0"),
+    (["--eval_every", "-5"], "--eval_every must be 0 or more, got -5"),
     (["--dataset", "mnist", "--data_dir", "{run_dir}"], "MNIST not found in"),
-], ids=["zero-steps", "missing-mnist"])
+], ids=["zero-steps", "negative-eval-every", "missing-mnist"])
 def test_through_run_sh_exit_2_and_no_process_left(flags, message, run_dir):
     flags = [flag.format(run_dir=run_dir) for flag in flags]
     result = run(["bash", "Hogwild/run.sh", *flags, "--logdir",

@@ -55,6 +55,8 @@ def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
     assert result["test_accuracy"] >= min_accuracy
     assert result["test_loss"] > 0 and np.isfinite(result["test_loss"])
     assert result["wall_s"] > 0 and result["examples_per_s"] > 0
+    assert result["examples"] == pytest.approx(
+        result["examples_per_s"] * result["wall_s"], rel=0.01)
     if "mean_staleness" in result:
         # Asynchronous commits: every worker committed, and each commit
         # moved the global step by one window of minibatches.
@@ -71,14 +73,33 @@ def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
         assert sum(sent) >= result["replicas_to_aggregate"] * result["global_step"]
 
 
+def check_accuracy_curve(logdir, result):
+    """The chief measured test accuracy at the start and every 100 global
+    steps: from chance to well above it, with the examples seen counted the
+    way result.json counts them."""
+    with open(os.path.join(logdir, "accuracy_curve.json")) as stream:
+        curve = json.load(stream)
+    steps = [point["global_step"] for point in curve]
+    assert steps[0] == 0 and curve[0]["test_accuracy"] < 0.3
+    assert len(curve) >= 2 and steps == sorted(steps)
+    assert max(point["test_accuracy"] for point in curve) >= 0.5
+    per_step = result["examples"] // result["global_step"]
+    assert all(point["examples"] == point["global_step"] * per_step
+               for point in curve)
+    times = [point["wall_s"] for point in curve]
+    assert times == sorted(times) and times[-1] <= result["wall_s"] + 5
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_trains_and_reports(name, run_dir):
     command, workers, ps = EXAMPLES[name]
     logdir = run_dir / "run"
-    result = run(command + ["--train_steps", STEPS, "--logdir", str(logdir)],
-                 timeout=120)
+    result = run(command + ["--train_steps", STEPS, "--eval_every", "100",
+                            "--logdir", str(logdir)], timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     check_result(read_result(logdir), workers, ps)
+    if name != "Distributed-Setup-supervisor":  # a Supervisor has no hooks
+        check_accuracy_curve(logdir, read_result(logdir))
     assert re.search(r"^(\[(worker|chief):0\] )?RESULT algorithm=\S+ workers=",
                      result.stdout, re.MULTILINE)
     # The chief leaves a checkpoint and TensorBoard events behind.
