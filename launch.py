@@ -10,6 +10,9 @@ Every example's run.sh is one call to this program. It
   (and, with --coordinator, one coordinator, "chief" in TF_CONFIG), on ports
   the operating system reports free, and tells each its role through
   TF_CONFIG;
+- gives each task an equal share of the machine's cores for TensorFlow's
+  thread pools (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS), unless
+  those are already set;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
@@ -44,6 +47,8 @@ import time
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
 PS_EXIT_GRACE_S = 2.0
+# TensorFlow reads these when a session's config leaves the pool sizes at 0.
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 EXIT_TIMEOUT = 124
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
@@ -137,6 +142,19 @@ def logdir_of(script, script_args):
     logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
                           f"{stamp}-{os.getpid()}")
     return logdir, script_args + ["--logdir", logdir]
+
+
+def roles_of(ps_count, worker_count, chief_count):
+    """The (job, index) of every task, in the order they are started."""
+    return ([("ps", i) for i in range(ps_count)]
+            + [("worker", i) for i in range(worker_count)]
+            + [("chief", 0)] * chief_count)
+
+
+def threads_per_task(task_count):
+    """TensorFlow threads per pool for each of `task_count` processes sharing
+    this machine's cores: an equal share, at least one."""
+    return max(1, len(os.sched_getaffinity(0)) // task_count)
 
 
 def visible_gpus():
@@ -241,11 +259,15 @@ class Launcher:
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # Every TensorFlow process sizes its thread pools to the whole
+        # machine; several on one machine then fight over the cores. Share
+        # them out instead, unless the user chose.
+        roles = roles_of(ps_count, worker_count, chief_count)
+        threads = str(threads_per_task(len(roles)))
+        for variable in THREAD_VARIABLES:
+            base_env.setdefault(variable, threads)
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
-        roles = [("ps", i) for i in range(ps_count)] + \
-                [("worker", i) for i in range(worker_count)] + \
-                [("chief", 0)] * chief_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
         for job, index in roles:
