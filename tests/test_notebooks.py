@@ -2,13 +2,15 @@
 
 Each notebook ends the cells that demonstrate something with an `assert`, so
 executing it is the test: any cell error fails it. Every kernel gets its own
-free ports through TUTORIAL_PORT, and keeps its connection file inside the
-test's run_dir, whose check then fails the test if a kernel is left running.
+free ports through TUTORIAL_PORT, and keeps its connection file and its
+temporary files inside the test's run_dir, whose check then fails the test if
+a kernel is left running; a notebook that leaves temporary files fails too.
 """
 
 import asyncio
 import glob
 import os
+import random
 import re
 import socket
 
@@ -33,46 +35,68 @@ def notebook_path(name, folder=TUTORIAL):
     return os.path.join(folder, name + ".ipynb")
 
 
+def first_ephemeral_port():
+    """Where the ports the system hands out for bind(0) start: the kernels'
+    own sockets take such ports while the notebooks run."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as stream:
+            return int(stream.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def is_free(port):
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+    """Whether `port` can be bound on 127.0.0.1 and on all interfaces, which
+    is where TensorFlow's servers bind it."""
+    for host in ("127.0.0.1", "0.0.0.0"):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return False
+    return True
 
 
 def free_base_port():
-    """A port p such that p, p + 1 and p + 2 are free on 127.0.0.1."""
+    """A port p such that p, p + 1 and p + 2 are free, below the ephemeral
+    range, so that no socket the kernels open for themselves can take one of
+    them before the notebook's servers do."""
+    start, stop = 10000, first_ephemeral_port() - 3
+    if stop <= start:  # an unusual range: any unprivileged port below it
+        start = 1024
     for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + 2 <= 65535 and all(is_free(base + offset) for offset in range(3)):
+        base = random.randrange(start, stop)
+        if all(is_free(base + offset) for offset in range(3)):
             return base
     raise RuntimeError("found no three consecutive free ports")
 
 
 @pytest.fixture
 def kernel_dir(run_dir, monkeypatch):
-    """Where this test's kernels keep their connection files, which their
-    command lines name: inside run_dir, whose check then catches a kernel
-    left running. (Without a path, jupyter_client makes them in /tmp.)"""
+    """Where this test's kernels keep their files, inside run_dir, whose check
+    then catches a kernel left running: their connection files, which their
+    command lines name, in jupyter-runtime/ (without a path, jupyter_client
+    makes them in /tmp), and their temporary files in tmp/."""
     runtime_dir = run_dir / "jupyter-runtime"
     runtime_dir.mkdir()
+    (run_dir / "tmp").mkdir()
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime_dir))
-    return runtime_dir
+    return run_dir
 
 
 def execute_together(paths, kernel_dir):
     """Executes the notebooks at the same time, each in its own kernel, with
     one TUTORIAL_PORT for all; returns {path: error message} for those that
-    failed. Every kernel is shut down at the end, whatever happened."""
-    env = env_without_tf_config(TUTORIAL_PORT=str(free_base_port()))
+    failed, or {"tmp": ...} if they all ran but left temporary files. Every
+    kernel is shut down at the end, whatever happened."""
+    temp_dir = kernel_dir / "tmp"
+    env = env_without_tf_config(TUTORIAL_PORT=str(free_base_port()),
+                                TMPDIR=str(temp_dir))
 
     async def execute_all():
         managers = [AsyncKernelManager(kernel_name="python3", connection_file=str(
-            kernel_dir / f"kernel-{index}.json")) for index in range(len(paths))]
+            kernel_dir / "jupyter-runtime" / f"kernel-{index}.json"))
+            for index in range(len(paths))]
         clients = [
             NotebookClient(nbformat.read(path, as_version=4), km=manager,
                            timeout=CELL_TIMEOUT, shutdown_kernel="immediate",
@@ -88,9 +112,12 @@ def execute_together(paths, kernel_dir):
                     await manager.shutdown_kernel(now=True)
 
     results = asyncio.run(execute_all())
-    return {path: re.sub(r"\x1b\[[0-9;]*m", "", str(result))  # no terminal colours
-            for path, result in zip(paths, results)
-            if isinstance(result, BaseException)}
+    failures = {path: re.sub(r"\x1b\[[0-9;]*m", "", str(result))  # no terminal colours
+                for path, result in zip(paths, results)
+                if isinstance(result, BaseException)}
+    if not failures and os.listdir(temp_dir):
+        failures["tmp"] = f"temporary files left behind: {os.listdir(temp_dir)}"
+    return failures
 
 
 @pytest.mark.timeout(180)
