@@ -11,8 +11,7 @@ Every example's run.sh is one call to this program. It
   the operating system reports free, and tells each its role through
   TF_CONFIG;
 - gives each task an equal share of the machine's cores for TensorFlow's
-  thread pools (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS), unless
-  those are already set;
+  compute threads (TF_NUM_INTRAOP_THREADS), unless that is already set;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
@@ -46,9 +45,6 @@ import time
 
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
-PS_EXIT_GRACE_S = 2.0
-# TensorFlow reads these when a session's config leaves the pool sizes at 0.
-THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 EXIT_TIMEOUT = 124
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
@@ -152,7 +148,7 @@ def roles_of(ps_count, worker_count, chief_count):
 
 
 def threads_per_task(task_count):
-    """TensorFlow threads per pool for each of `task_count` processes sharing
+    """TensorFlow compute threads for each of `task_count` processes sharing
     this machine's cores: an equal share, at least one."""
     return max(1, len(os.sched_getaffinity(0)) // task_count)
 
@@ -259,13 +255,14 @@ class Launcher:
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        # Every TensorFlow process sizes its thread pools to the whole
-        # machine; several on one machine then fight over the cores. Share
-        # them out instead, unless the user chose.
+        # Every TensorFlow process sizes its pool of compute threads to the
+        # whole machine; several on one machine then fight over the cores.
+        # Share them out instead, unless the user chose. (The inter-op pool
+        # stays as it is: blocking ops wait in it, and ParameterServerStrategy
+        # deadlocks with one thread there.)
         roles = roles_of(ps_count, worker_count, chief_count)
-        threads = str(threads_per_task(len(roles)))
-        for variable in THREAD_VARIABLES:
-            base_env.setdefault(variable, threads)
+        base_env.setdefault("TF_NUM_INTRAOP_THREADS",
+                            str(threads_per_task(len(roles))))
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
         # Start every process before any reader thread: forking while other
@@ -318,15 +315,11 @@ class Launcher:
                 return self.fail(task, code)
             if task.job in ("worker", "chief"):
                 workers_left -= 1
-        # Every worker is done. The ps tasks exit on their own once their
-        # workers have signalled it; give them a moment to, so their logs are
-        # complete, then stop whatever is still running.
-        deadline = time.monotonic() + PS_EXIT_GRACE_S
-        for task in self.tasks:
-            try:
-                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        # Every worker is done, so no ps has anything left to serve. A ps
+        # exits on its own once its workers have signalled it (that is what
+        # a job started by hand relies on), but only after the interpreter's
+        # teardown, which takes most of a second: stop it now instead. Its
+        # output is unbuffered, so its log is complete.
         self.teardown(quiet=False)
         say(f"all {self.options.workers} worker(s)"
             f"{' and the coordinator' if self.options.coordinator else ''} "

@@ -22,8 +22,7 @@ listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 listener.bind(("", int(port)))
 listener.listen()
 print(f"ready pid={os.getpid()} port={port} "
-      f"threads={os.environ.get('TF_NUM_INTRAOP_THREADS')},"
-      f"{os.environ.get('TF_NUM_INTEROP_THREADS')}", flush=True)
+      f"threads={os.environ.get('TF_NUM_INTRAOP_THREADS')}", flush=True)
 
 if job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it
