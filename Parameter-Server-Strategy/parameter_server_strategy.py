@@ -151,6 +151,7 @@ def coordinate(args, resolver):
             loss.fetch()  # waits for that step, then reads the ps
             curve.add(global_step.numpy(), test_loss_and_accuracy()[1])
     coordinator.join()  # Distributed: every scheduled step has run
+    writer.close()
     wall_s = time.perf_counter() - start
 
     # --- Evaluate and save ---

@@ -28,6 +28,8 @@ import contextlib
 
 import tensorflow as tf
 
+from guide import cli
+
 
 def session_config(task):
     """Session options for this task: see only the devices it talks to.
@@ -231,6 +233,7 @@ def serve_until_coordinator_done(server, job, index):
     coordinator says the job is done (see `tell_servers_done`), instead of
     blocking forever in `server.join()`."""
     _run_in_own_graph(server, None, lambda: _done_queue(job, index).dequeue())
+    cli.exit_with_teardown()  # the coordinator may still be closing sessions
 
 
 def tell_servers_done(cluster):
@@ -264,3 +267,4 @@ def serve_until_workers_done(server, task):
         return queue.dequeue_many(task.num_workers)
 
     _run_in_own_graph(server, task, take_one_token_per_worker)
+    cli.exit_with_teardown()  # the workers may still be closing sessions
