@@ -1,18 +1,21 @@
 # `make demo` installs everything into .venv and runs Hogwild end to end;
 # `make test` installs and runs the lint and the whole test suite;
-# `make reliability` runs each synchronous example 30 times (about 15 min).
+# `make reliability` runs each synchronous example 30 times (about 15 min);
+# `make bench` compares every scheme (about 15 min), `make bench-quick` four.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test lint reliability clean
+.PHONY: venv demo test lint reliability bench bench-quick clean
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt benchmarks/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --upgrade --target $(VENV)/benchmark-packages \
+		-r benchmarks/requirements.txt
 	touch $@
 
 demo: venv
@@ -28,5 +31,12 @@ test: lint
 reliability: venv
 	$(PY) tests/reliability.py
 
+# Not part of `make test` either: the benchmark, and its quick version.
+bench: venv
+	$(PY) benchmarks/compare.py
+
+bench-quick: venv
+	$(PY) benchmarks/compare.py --quick
+
 clean:
-	rm -rf $(VENV) */runs runs
+	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs benchmarks/results-quick
