@@ -1,0 +1,138 @@
+"""The benchmark's own arithmetic and writers, on made-up runs (no
+TensorFlow): equal work per scheme, the ratios, the targets, the table, the
+CSV and the plots."""
+
+import csv
+import importlib.util
+import os
+
+import pytest
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location(
+    "compare", os.path.join(REPO, "benchmarks", "compare.py"))
+compare = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare)
+
+
+def flag(flags, name):
+    return flags[flags.index(name) + 1]
+
+
+@pytest.mark.parametrize("name, workers", [
+    ("Non-Distributed_Setup", 1), ("Hogwild", 4), ("DOWNPOUR", 2),
+    ("Synchronous-SGD", 4), ("SAGN", 2)])
+def test_every_scheme_gets_the_same_examples_and_global_batch(name, workers):
+    args = compare.parse_args(["--examples", "64000", "--batch_size", "100",
+                               "--window", "8"])
+    scheme = compare.BY_NAME[name]
+    flags = compare.run_flags(scheme, workers, args, 100)
+    steps, batch = int(flag(flags, "--train_steps")), int(flag(flags, "--batch_size"))
+    if scheme.kind == compare.SYNC:
+        assert batch == 100 // workers and steps * batch * workers == 64000
+    elif scheme.kind == compare.SYNC_WINDOW:
+        assert batch == 50 and steps * batch * workers * 8 == 64000
+    else:
+        assert batch == 100 and steps * batch == 64000
+    assert ("--communication_window" in flags) == (scheme.kind in (
+        compare.WINDOW, compare.SYNC_WINDOW))
+    assert int(flag(flags, "--eval_every")) == steps // 10
+
+
+def test_ratios_and_time_to_target():
+    curve = [{"wall_s": 0.0, "test_accuracy": 0.1},
+             {"wall_s": 1.5, "test_accuracy": 0.79},
+             {"wall_s": 3.0, "test_accuracy": 0.81}]
+    assert compare.time_to_accuracy(curve, 0.8) == 3.0
+    assert compare.time_to_accuracy(curve, 0.79) == 1.5
+    assert compare.time_to_accuracy(curve, 0.9) is None
+    assert compare.ratio(15000, 40000) == 0.375
+    assert compare.ratio(None, 40000) is None and compare.ratio(1.0, 0) is None
+    baseline = {"examples_per_s": 40000.0, "time_to_target_s": 2.0}
+    record = compare.add_ratios({"examples_per_s": 10000.0, "curve": curve},
+                                baseline, 0.8)
+    assert (record["throughput_ratio"], record["time_to_target_ratio"]) == (0.25, 1.5)
+
+
+def test_rounds_per_1000_examples_count_each_exchange_with_the_ps():
+    by_kind = {kind: compare.Scheme("x", (), kind) for kind in (
+        compare.EVERY_STEP, compare.WINDOW, compare.SYNC, compare.LOCAL)}
+    result = {"global_step": 1000, "examples": 100000, "commits": [70, 55],
+              "gradients_computed": [1000, 1000]}
+    assert compare.rounds_per_1000(by_kind[compare.EVERY_STEP], result) == 10.0
+    assert compare.rounds_per_1000(by_kind[compare.WINDOW], result) == 1.25
+    assert compare.rounds_per_1000(by_kind[compare.SYNC], result) == 20.0
+    assert compare.rounds_per_1000(by_kind[compare.LOCAL], result) == 0.0
+
+
+def made_up_runs():
+    def run(scheme, throughput, accuracy, **extra):
+        curve = [{"wall_s": 0.0, "examples": 0, "test_accuracy": 0.08},
+                 {"wall_s": 2.0, "examples": 50000, "test_accuracy": accuracy - 0.02},
+                 {"wall_s": 4.0, "examples": 100000, "test_accuracy": accuracy}]
+        return {"scheme": scheme, "workers": 2, "ps": 1, "global_batch": 100,
+                "test_accuracy": accuracy, "examples_per_s": throughput,
+                "throughput_ratio": round(throughput / 40000, 3),
+                "time_to_target_s": 4.0, "time_to_target_ratio": 1.0,
+                "rounds_per_1000_examples": 10.0, "mean_staleness": None,
+                "curve": curve, "main": True, "sweep": scheme == "Hogwild",
+                "batch_study": False, **extra}
+    return [run("Non-Distributed_Setup", 40000, 0.846, workers=1, ps=0),
+            run("Hogwild", 22000, 0.843),
+            run("DOWNPOUR", 30000, 0.830, mean_staleness=7.5),
+            {"scheme": "AGN", "workers": 2, "ps": 1, "error": "timed out",
+             "main": True, "sweep": False, "batch_study": False}]
+
+
+def test_targets_are_checked_against_their_bounds():
+    startup = {"ratio": 2.5}
+    rows = {what: (value, met) for what, value, _, met in
+            compare.check_targets(made_up_runs(), startup, window=8)}
+    assert rows["Hogwild throughput, 2 workers"] == (0.55, True)
+    assert rows["DOWNPOUR throughput, window 8"] == (0.75, False)
+    assert rows["Hogwild accuracy below the baseline's"] == (0.003, True)
+    assert rows["DOWNPOUR accuracy below the baseline's"] == (0.016, False)
+    assert rows["start-up: run.sh over import tensorflow"] == (2.5, False)
+    assert not any(what.startswith("AGN") for what in rows)  # it failed
+
+
+def test_markdown_csv_and_plots_are_written(tmp_path):
+    records = made_up_runs()
+    meta = {"date": "2026-11-21", "command": "python benchmarks/compare.py",
+            "hardware": "2 cores", "software": "Python 3.11", "examples": 100000,
+            "batch_size": 100, "window": 8, "dataset": "synthetic",
+            "target_accuracy": 0.826}
+    startup = {"command": "bash Hogwild/run.sh --train_steps 5", "run_sh_s": 5.0,
+               "import_tensorflow_s": 3.0, "ratio": 1.667, "repeats": 3}
+    targets = compare.check_targets(records, startup, 8)
+    compare.write_markdown(tmp_path / "results.md", meta, records, startup, targets)
+    text = (tmp_path / "results.md").read_text()
+    assert "| Hogwild | 2 | 1 | 0.8430 | 22000 | 0.55 |" in text
+    assert "| AGN | 2 | 1 | failed: timed out |" in text
+    assert "| DOWNPOUR throughput, window 8 | 0.75 | >= 0.8 | **no** |" in text
+    assert "ratio 1.667 (medians of 3)" in text
+
+    compare.write_csv(tmp_path / "runs.csv", records)
+    with open(tmp_path / "runs.csv") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [row["scheme"] for row in rows] == [r["scheme"] for r in records]
+    assert rows[2]["mean_staleness"] == "7.5" and rows[3]["error"] == "timed out"
+
+    compare.write_plots(str(tmp_path), records)
+    for name in ("accuracy.png", "throughput.png"):
+        with open(tmp_path / name, "rb") as stream:
+            assert stream.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert os.path.getsize(tmp_path / name) > 10_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--schemes", "Hogwild,Nope"], "unknown scheme 'Nope'"),
+    (["--workers", "1,two"], "--workers must be comma-separated numbers"),
+    (["--dataset", "mnist"], "--dataset mnist needs --data_dir"),
+])
+def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        compare.parse_args(argv)
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
