@@ -10,8 +10,6 @@ Every example's run.sh is one call to this program. It
   (and, with --coordinator, one coordinator, "chief" in TF_CONFIG), on ports
   the operating system reports free, and tells each its role through
   TF_CONFIG;
-- gives each task an equal share of the machine's cores for TensorFlow's
-  compute threads (TF_NUM_INTRAOP_THREADS), unless that is already set;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
@@ -147,12 +145,6 @@ def roles_of(ps_count, worker_count, chief_count):
             + [("chief", 0)] * chief_count)
 
 
-def threads_per_task(task_count):
-    """TensorFlow compute threads for each of `task_count` processes sharing
-    this machine's cores: an equal share, at least one."""
-    return max(1, len(os.sched_getaffinity(0)) // task_count)
-
-
 def visible_gpus():
     """The GPU ids this launcher may hand out: CUDA_VISIBLE_DEVICES if set,
     else those `nvidia-smi -L` lists, else none."""
@@ -255,14 +247,7 @@ class Launcher:
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        # Every TensorFlow process sizes its pool of compute threads to the
-        # whole machine; several on one machine then fight over the cores.
-        # Share them out instead, unless the user chose. (The inter-op pool
-        # stays as it is: blocking ops wait in it, and ParameterServerStrategy
-        # deadlocks with one thread there.)
         roles = roles_of(ps_count, worker_count, chief_count)
-        base_env.setdefault("TF_NUM_INTRAOP_THREADS",
-                            str(threads_per_task(len(roles))))
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
         # Start every process before any reader thread: forking while other

@@ -21,8 +21,7 @@ host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 listener.bind(("", int(port)))
 listener.listen()
-print(f"ready pid={os.getpid()} port={port} "
-      f"threads={os.environ.get('TF_NUM_INTRAOP_THREADS')}", flush=True)
+print(f"ready pid={os.getpid()} port={port}", flush=True)
 
 if job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it

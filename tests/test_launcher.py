@@ -12,7 +12,6 @@ from conftest import (
     PYTHON,
     REPO,
     Running,
-    env_without_tf_config,
     processes_mentioning,
     run,
     run_together,
@@ -38,16 +37,6 @@ def test_success_stops_the_ps_and_keeps_prefixed_logs(run_dir):
     assert logs == ["ps-0.log", "ps-1.log", "worker-0.log", "worker-1.log",
                     "worker-2.log"]
     assert "worker 2 done" in (run_dir / "run" / "logs" / "worker-2.log").read_text()
-
-
-def test_the_tasks_share_the_cores_unless_the_user_chose(run_dir):
-    share = max(1, len(os.sched_getaffinity(0)) // 3)
-    result = run(launch(run_dir, "--ps", "1", "--workers", "2"), timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.findall(r"threads=(\S+)", result.stdout) == [str(share)] * 3
-    chosen = run(launch(run_dir, "--ps", "1", "--workers", "2"), timeout=60,
-                 env=env_without_tf_config(TF_NUM_INTRAOP_THREADS="7"))
-    assert re.findall(r"threads=(\S+)", chosen.stdout) == ["7"] * 3
 
 
 def test_a_coordinator_is_a_chief_task_the_job_waits_for(run_dir):
