@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes when the variables live on a ps.
+
+    python benchmarks/step_trace.py [--batch_size 100] [--steps 300]
+
+Runs the examples' classifier three ways in one process, one after the other,
+each for --steps SGD steps on the same batch, and prints the time per step
+side by side:
+
+- local: variables and computation in one plain session (the baseline's step);
+- local, through a server: the same, but in a session on the worker's server,
+  as the windowed schemes run their local steps;
+- ps: variables on a parameter server, computation on a worker, both servers
+  in this process and talking gRPC over loopback (a Hogwild step with one
+  worker);
+- window: the same, but only one step in eight exchanges with the ps (the
+  other seven update a local copy), as in the windowed schemes at T = 8.
+
+Then it traces one ps step (RunOptions FULL_TRACE) and sums, per device,
+the time spent in the model's ops and in receiving tensors, which shows how
+much of the step is the exchange. The thread pools get one compute thread,
+as the launcher gives each of three tasks on two cores.
+"""
+
+import argparse
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from guide import model  # noqa: E402
+
+WINDOW = 8
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def time_steps(session, train_op, feed, steps):
+    """Milliseconds per step, after a warm-up."""
+    for _ in range(20):
+        session.run(train_op, feed)
+    started = time.perf_counter()
+    for _ in range(steps):
+        session.run(train_op, feed)
+    return 1000 * (time.perf_counter() - started) / steps
+
+
+def batch(size):
+    rng = np.random.default_rng(0)
+    return (rng.random((size, model.IMAGE_SIZE), dtype=np.float32),
+            rng.integers(0, 10, size))
+
+
+def local_step(args):
+    with tf.Graph().as_default():
+        classifier = model.Classifier(0, summaries=False)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            classifier.loss)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            return time_steps(session, train_op,
+                              classifier.feed(*batch(args.batch_size)), args.steps)
+
+
+def remote_steps(args):
+    """(ms per step: local through the server, ps, window 8; trace sums)."""
+    cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
+                                    "worker": [f"127.0.0.1:{free_port()}"]})
+    tf.distribute.Server(cluster, job_name="ps", task_index=0)
+    worker = tf.distribute.Server(cluster, job_name="worker", task_index=0)
+    with tf.Graph().as_default():
+        setter = tf.compat.v1.train.replica_device_setter(
+            worker_device="/job:worker/task:0", cluster=cluster)
+        with tf.compat.v1.device(setter):
+            classifier = model.Classifier(0, summaries=False)
+            train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                classifier.loss)
+        with tf.compat.v1.device("/job:worker/task:0"):
+            local = model.Classifier(1, summaries=False)
+            local_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                local.loss)
+        images, labels = batch(args.batch_size)
+        with tf.compat.v1.Session(worker.target) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            ps_ms = time_steps(session, train_op, classifier.feed(images, labels),
+                               args.steps)
+            local_ms = time_steps(session, local_op, local.feed(images, labels),
+                                  args.steps)
+            options = tf.compat.v1.RunOptions(
+                trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(train_op, classifier.feed(images, labels), options=options,
+                        run_metadata=metadata)
+    window_ms = ((WINDOW - 1) * local_ms + ps_ms) / WINDOW
+    return local_ms, ps_ms, window_ms, trace_sums(metadata)
+
+
+def trace_sums(metadata):
+    """{device: (ms in ops, ms receiving tensors, tensors received)}."""
+    sums = {}
+    for device in metadata.step_stats.dev_stats:
+        ops = receive = 0.0
+        received = 0
+        for node in device.node_stats:
+            if node.node_name == "RecvTensor":
+                receive += node.all_end_rel_micros / 1000
+                received += 1
+            else:
+                ops += node.all_end_rel_micros / 1000
+        job = device.device.split("/")[1]
+        old = sums.get(job, (0.0, 0.0, 0))
+        sums[job] = (old[0] + ops, old[1] + receive, old[2] + received)
+    return sums
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__.strip().splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--batch_size", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args()
+    if args.batch_size < 1 or args.steps < 1:
+        parser.error("--batch_size and --steps must be positive")
+    tf.compat.v1.disable_eager_execution()
+    tf.get_logger().setLevel("ERROR")
+    local_ms = local_step(args)
+    server_ms, ps_ms, window_ms, sums = remote_steps(args)
+    print(f"batch {args.batch_size}, ms per step (× the local step):")
+    for name, value in (("local", local_ms), ("local, through a server", server_ms),
+                        ("ps", ps_ms), (f"window {WINDOW}", window_ms)):
+        print(f"  {name:24} {value:6.2f} ms  ({value / local_ms:.2f}×)")
+    print("one traced ps step, per job: ms in ops, ms receiving tensors "
+          "(tensors received):")
+    for job, (ops, receive, received) in sorted(sums.items()):
+        print(f"  {job:24} {ops:6.2f} ms  {receive:6.2f} ms  ({received})")
+
+
+if __name__ == "__main__":
+    main()
