@@ -113,6 +113,10 @@ def parse_args(argv=None):
                              "Synchronous-SGD with this global batch, to see "
                              "how throughput depends on it (default: 1000; "
                              "0 with --quick; 0: skip)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="runs of each configuration in the main table, "
+                             "whose medians are reported (default: 3; 1 "
+                             "with --quick)")
     parser.add_argument("--window", type=int, default=8,
                         help="communication window T of the windowed schemes")
     parser.add_argument("--workers", default=None,
@@ -154,7 +158,9 @@ def parse_args(argv=None):
     args.examples = args.examples or (20_000 if args.quick else 100_000)
     if args.large_batch is None:
         args.large_batch = 0 if args.quick else 1000
-    for name in ("examples", "batch_size", "window"):
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    for name in ("examples", "batch_size", "window", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be a positive integer")
     if min(args.sweep_workers) < 1:
@@ -294,14 +300,49 @@ def benchmark_env():
     return env
 
 
-def add_ratios(record, baseline, target):
+def add_ratios(record, baseline):
     """Throughput and time-to-target, each over the baseline's."""
     record["throughput_ratio"] = ratio(record.get("examples_per_s"),
                                        baseline.get("examples_per_s"))
-    record["time_to_target_s"] = time_to_accuracy(record.get("curve", []), target)
-    record["time_to_target_ratio"] = ratio(record["time_to_target_s"],
+    record["time_to_target_ratio"] = ratio(record.get("time_to_target_s"),
                                            baseline.get("time_to_target_s"))
     return record
+
+
+def middle(values):
+    """The median of an odd number of values (the upper one of an even
+    number); None counts as larger than any number: never reached."""
+    ordered = sorted(values, key=lambda value: (value is None, value or 0))
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def combine(attempts, target):
+    """One record for the repeated runs of one configuration: each measure's
+    median, every run's accuracy and throughput, and the accuracy curve of
+    the run with the median throughput. A failed run makes it a failure."""
+    for attempt in attempts:
+        if "error" not in attempt:
+            attempt["time_to_target_s"] = time_to_accuracy(attempt["curve"], target)
+    failed = [attempt for attempt in attempts if "error" in attempt]
+    if failed:
+        record = dict(failed[0])
+        if len(attempts) > 1:
+            record["error"] = (f"{len(failed)} of {len(attempts)} runs failed: "
+                               f"{failed[0]['error']}")
+        return record
+    record = dict(middle_by(attempts, "examples_per_s"))
+    for key in ("test_accuracy", "examples_per_s", "wall_s", "time_to_target_s",
+                "rounds_per_1000_examples", "mean_staleness"):
+        record[key] = middle([attempt.get(key) for attempt in attempts])
+    record["runs"] = len(attempts)
+    for key in ("test_accuracy", "examples_per_s"):
+        record[f"{key}_each_run"] = [attempt[key] for attempt in attempts]
+    return record
+
+
+def middle_by(attempts, key):
+    ordered = sorted(attempts, key=lambda attempt: attempt[key])
+    return ordered[len(ordered) // 2]
 
 
 def median_seconds(command, repeats, clear=None):
@@ -416,7 +457,9 @@ def write_markdown(path, meta, records, startup, targets):
         f"{meta['batch_size']}, {meta['dataset']} data; windowed schemes use "
         f"T = {meta['window']}. Target accuracy for the time ratio: "
         f"{meta['target_accuracy']:.4f}.", "",
-        "## Every scheme, 1 ps", "", markdown_table(main), ""]
+        "## Every scheme, 1 ps", "",
+        f"Each row: the medians of {meta['repeats']} runs (every run's accuracy "
+        f"and examples/s are in runs.csv).", "", markdown_table(main), ""]
     if sweep:
         parts += ["## Workers and parameter servers", "", markdown_table(sweep), ""]
     if batch_study:
@@ -443,7 +486,8 @@ CSV_FIELDS = ["scheme", "workers", "ps", "global_batch", "test_accuracy",
               "wall_s", "examples", "examples_per_s", "throughput_ratio",
               "time_to_target_s", "time_to_target_ratio",
               "rounds_per_1000_examples", "mean_staleness", "communication_window",
-              "main", "sweep", "batch_study", "error", "command"]
+              "test_accuracy_each_run", "examples_per_s_each_run", "main", "sweep",
+              "batch_study", "error", "command"]
 
 
 def write_csv(path, records):
@@ -609,17 +653,29 @@ def main(argv=None):
     pyplot()  # before the runs: a missing matplotlib fails now, not at the end
     os.makedirs(args.results, exist_ok=True)
     runs = plan(args)
-    repeats = 1 if args.quick else 3
-    progress = Progress(len(runs) + 1)
+    for planned in runs:
+        planned["repeats"] = args.repeats if planned.get("main") else 1
+    repeats = args.repeats
+    progress = Progress(sum(planned["repeats"] for planned in runs) + 1)
     records, target = [], args.target_accuracy
     for planned in runs:
         scheme, workers, ps, batch = (planned["scheme"], planned["workers"],
                                       planned["ps"], planned["batch"])
         name = f"{scheme.name}-{workers}w-{ps}ps-b{batch}"
-        progress.say(f"{scheme.name}, {workers} worker(s)"
-                     + (f", {ps} ps" if scheme.launcher else "")
-                     + f", global batch {batch}")
-        record = run_once(scheme, workers, ps, args, name, batch)
+        attempts = []
+        for attempt in range(1, planned["repeats"] + 1):
+            progress.say(f"{scheme.name}, {workers} worker(s)"
+                         + (f", {ps} ps" if scheme.launcher else "")
+                         + f", global batch {batch}"
+                         + (f", run {attempt} of {planned['repeats']}"
+                            if planned["repeats"] > 1 else ""))
+            attempts.append(run_once(scheme, workers, ps, args,
+                                     f"{name}-{attempt}", batch))
+            progress.done += 1
+        if scheme.name == BASELINE and target is None and "error" not in attempts[0]:
+            target = round(middle([attempt["test_accuracy"]
+                                   for attempt in attempts]) - 0.02, 4)
+        record = combine(attempts, target)
         for table in ("main", "sweep", "batch_study"):
             record[table] = planned.get(table, False)
         if record["batch_study"]:
@@ -635,16 +691,13 @@ def main(argv=None):
             if "error" in record:
                 print(summary_line(record))
                 return 1  # nothing to compare with
-            if target is None:
-                target = round(record["test_accuracy"] - 0.02, 4)
-            baseline = add_ratios(record, {}, target)
+            baseline = add_ratios(record, {})
             baseline["time_to_target_ratio"] = 1.0
             baseline["throughput_ratio"] = 1.0
         else:
-            add_ratios(record, baseline, target)
+            add_ratios(record, baseline)
         records.append(record)
         print(summary_line(record), flush=True)
-        progress.done += 1
     progress.say(f"start-up: bare import tensorflow and bash run.sh, "
                  f"{repeats} time(s) each")
     startup = measure_startup(args, repeats)
@@ -656,7 +709,7 @@ def main(argv=None):
     meta = {"date": datetime.date.today().isoformat(), "command": command,
             "hardware": hardware(), "software": software(),
             "examples": args.examples, "batch_size": args.batch_size,
-            "window": args.window, "dataset": args.dataset,
+            "window": args.window, "dataset": args.dataset, "repeats": args.repeats,
             "target_accuracy": target}
     targets = check_targets(records, startup, args.window)
     with open(os.path.join(args.results, "runs.json"), "w") as stream:

@@ -1,14 +1,15 @@
 """The benchmark's own arithmetic and writers, on made-up runs (no
 TensorFlow): equal work per scheme, the ratios, the targets, the table, the
-CSV and the plots."""
+CSV and the plots; and one short run of the step tracer."""
 
 import csv
 import importlib.util
 import os
+import re
 
 import pytest
 
-from conftest import REPO
+from conftest import PYTHON, REPO, run
 
 spec = importlib.util.spec_from_file_location(
     "compare", os.path.join(REPO, "benchmarks", "compare.py"))
@@ -50,9 +51,28 @@ def test_ratios_and_time_to_target():
     assert compare.ratio(15000, 40000) == 0.375
     assert compare.ratio(None, 40000) is None and compare.ratio(1.0, 0) is None
     baseline = {"examples_per_s": 40000.0, "time_to_target_s": 2.0}
-    record = compare.add_ratios({"examples_per_s": 10000.0, "curve": curve},
-                                baseline, 0.8)
+    record = compare.add_ratios({"examples_per_s": 10000.0, "time_to_target_s": 3.0},
+                                baseline)
     assert (record["throughput_ratio"], record["time_to_target_ratio"]) == (0.25, 1.5)
+
+
+def test_repeated_runs_are_reported_by_their_medians():
+    def attempt(throughput, accuracy, reached_at):
+        return {"scheme": "Hogwild", "examples_per_s": throughput,
+                "test_accuracy": accuracy, "wall_s": 100000 / throughput,
+                "rounds_per_1000_examples": 10.0, "mean_staleness": None,
+                "curve": [{"wall_s": 0.0, "test_accuracy": 0.1},
+                          {"wall_s": reached_at, "test_accuracy": accuracy}]}
+    runs = [attempt(15000, 0.84, 3.0), attempt(19000, 0.78, 2.0),
+            attempt(16000, 0.83, 4.0)]
+    record = compare.combine(runs, target=0.8)
+    assert record["examples_per_s"] == 16000 and record["test_accuracy"] == 0.83
+    assert record["time_to_target_s"] == 4.0  # 3.0, never, 4.0: never counts last
+    assert record["test_accuracy_each_run"] == [0.84, 0.78, 0.83]
+    assert record["curve"] == runs[2]["curve"]  # the median-throughput run's
+    failed = compare.combine(
+        runs[:2] + [{"scheme": "Hogwild", "error": "exit code 1"}], target=0.8)
+    assert failed["error"] == "1 of 3 runs failed: exit code 1"
 
 
 def test_rounds_per_1000_examples_count_each_exchange_with_the_ps():
@@ -100,6 +120,7 @@ def test_targets_are_checked_against_their_bounds():
 def test_markdown_csv_and_plots_are_written(tmp_path):
     records = made_up_runs()
     meta = {"date": "2026-11-21", "command": "python benchmarks/compare.py",
+            "repeats": 3,
             "hardware": "2 cores", "software": "Python 3.11", "examples": 100000,
             "batch_size": 100, "window": 8, "dataset": "synthetic",
             "target_accuracy": 0.826}
@@ -136,3 +157,17 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
         compare.parse_args(argv)
     assert raised.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_step_trace_times_the_three_steps_and_finds_the_exchange(run_dir):
+    """Not a timing assertion: only that every step was timed and that the
+    traced ps step shows tensors crossing between the worker and the ps."""
+    result = run([PYTHON, "benchmarks/step_trace.py", "--steps", "5",
+                  "--batch_size", "10"], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    times = dict(re.findall(r"^  (local|local, through a server|ps|window 8) +"
+                            r"([0-9.]+) ms", result.stdout, re.MULTILINE))
+    assert len(times) == 4 and all(float(ms) > 0 for ms in times.values())
+    received = dict(re.findall(r"^  job:(ps|worker) .*\((\d+)\)$", result.stdout,
+                               re.MULTILINE))
+    assert int(received["ps"]) >= 4 and int(received["worker"]) >= 4
