@@ -134,7 +134,7 @@ def coordinate(args, resolver):
     writer = tf.summary.create_file_writer(args.logdir)
     curve = report.AccuracyCurve(args)  # test accuracy with --eval_every
     if curve.every:
-        curve.add(0, test_loss_and_accuracy()[1])
+        curve.measure(0, lambda: test_loss_and_accuracy()[1])
     start = time.perf_counter()
     for scheduled in range(1, args.train_steps + 1):
         loss = coordinator.schedule(  # Distributed: on a free worker
@@ -149,10 +149,10 @@ def coordinate(args, resolver):
                                  metadata=SCALAR)
         if curve.due(scheduled):
             loss.fetch()  # waits for that step, then reads the ps
-            curve.add(global_step.numpy(), test_loss_and_accuracy()[1])
+            curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])
     coordinator.join()  # Distributed: every scheduled step has run
-    writer.close()
     wall_s = time.perf_counter() - start
+    writer.close()
 
     # --- Evaluate and save ---
     if curve.every:

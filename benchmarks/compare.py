@@ -32,10 +32,12 @@ import csv
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +45,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = "Non-Distributed_Setup"
+LAUNCHER_TIMEOUT = 124
 # How each scheme talks to the ps; decides its flags and how its
 # communication rounds are counted.
 EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW, LOCAL = (
@@ -134,8 +137,9 @@ def parse_args(argv=None):
     parser.add_argument("--data_dir", default=None,
                         help="folder of the MNIST files, with --dataset mnist")
     parser.add_argument("--results", default=None,
-                        help="output folder (default: benchmarks/results, or "
-                             "benchmarks/results-quick with --quick)")
+                        help="output folder (default: benchmarks/results for "
+                             "the full default run, benchmarks/results-quick "
+                             "with --quick, else benchmarks/results-custom)")
     parser.add_argument("--run_timeout", type=int, default=600,
                         help="seconds after which one run is stopped")
     args = parser.parse_args(argv)
@@ -168,9 +172,36 @@ def parse_args(argv=None):
     if args.dataset == "mnist" and not args.data_dir:
         parser.error("--dataset mnist needs --data_dir, the folder of the "
                      "MNIST files")
-    args.results = args.results or os.path.join(
-        REPO, "benchmarks", "results-quick" if args.quick else "results")
+    if args.data_dir:
+        # Every run.sh changes into its example's folder first.
+        args.data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
+        if not os.path.isdir(args.data_dir):
+            parser.error(f"--data_dir {args.data_dir} is not a folder; give "
+                         f"the folder that holds the MNIST files")
+    if any(scheme.kind in (SYNC, SYNC_WINDOW) for scheme in args.schemes):
+        # The synchronous schemes split the global batch among the workers.
+        counts = {2} | set(args.sweep_workers)
+        for batch in filter(None, (args.batch_size, args.large_batch)):
+            uneven = sorted(count for count in counts if batch % count)
+            if uneven:
+                multiple = math.lcm(*counts)
+                parser.error(f"a global batch of {batch} does not split evenly "
+                             f"among {uneven[0]} synchronous workers; use a "
+                             f"multiple of {multiple}, such as "
+                             f"{multiple * math.ceil(batch / multiple)}, for "
+                             f"--batch_size and --large_batch")
+    # Only the full default run replaces the committed results.
+    custom = argv_given(argv) - {"--run_timeout", "--results"}
+    args.results = os.path.abspath(args.results or os.path.join(
+        REPO, "benchmarks", "results-quick" if args.quick
+        else "results-custom" if custom else "results"))
     return args
+
+
+def argv_given(argv):
+    """The options named on the command line."""
+    return {part.split("=", 1)[0] for part in
+            (sys.argv[1:] if argv is None else argv) if part.startswith("--")}
 
 
 # --- What one run is asked to do -------------------------------------------
@@ -264,14 +295,26 @@ def run_once(scheme, workers, ps, args, name, global_batch):
                                   timeout=args.run_timeout + 30, check=False)
         output, code = finished.stdout + finished.stderr, finished.returncode
     except subprocess.TimeoutExpired as timeout:
-        output, code = f"{timeout.stdout or ''}{timeout.stderr or ''}", None
+        output = b"".join(part or b"" for part in (timeout.stdout, timeout.stderr))
+        output, code = output.decode(errors="replace"), None
     record["elapsed_s"] = round(time.perf_counter() - started, 2)
     os.makedirs(os.path.join(args.results, "logs"), exist_ok=True)
     with open(os.path.join(args.results, "logs", name + ".log"), "w") as stream:
-        stream.write(record["command"] + "\n\n" + str(output))
+        stream.write(record["command"] + "\n\n" + output)
     if code != 0:
-        record["error"] = f"exit code {code}" if code is not None else "timed out"
+        # 124 is the launcher's own --timeout.
+        record["error"] = ("timed out" if code in (None, LAUNCHER_TIMEOUT)
+                           else f"exit code {code}")
         return record
+    try:
+        record.update(measures(scheme, logdir))
+    except (OSError, ValueError, KeyError) as error:
+        record["error"] = f"unreadable results: {error!r}"
+    return record
+
+
+def measures(scheme, logdir):
+    """What one finished run measured, from its result.json and curve."""
     with open(os.path.join(logdir, "result.json")) as stream:
         result = json.load(stream)
     curve_path = os.path.join(logdir, "accuracy_curve.json")
@@ -283,14 +326,15 @@ def run_once(scheme, workers, ps, args, name, global_batch):
     curve.append({"wall_s": result["wall_s"], "global_step": result["global_step"],
                   "examples": result["examples"],
                   "test_accuracy": result["test_accuracy"]})
-    record.update({
+    return {
         "test_accuracy": result["test_accuracy"], "wall_s": result["wall_s"],
         "examples": result["examples"], "examples_per_s": result["examples_per_s"],
         "rounds_per_1000_examples": rounds_per_1000(scheme, result),
         "mean_staleness": result.get("mean_staleness"),
         "communication_window": result.get("communication_window"),
-        "curve": curve})
-    return record
+        # The chief's evaluations for the curve, inside wall_s.
+        "eval_s": round(sum(point.get("eval_s", 0) for point in curve), 3),
+        "curve": curve}
 
 
 def benchmark_env():
@@ -381,7 +425,8 @@ def check_targets(records, startup, window):
     baseline = records[0]
     main = {record["scheme"]: record for record in records
             if record.get("main") and "error" not in record}
-    rows = []
+    rows = [(f"{record['scheme']} ran", record["error"], "no error", False)
+            for record in records if record.get("main") and "error" in record]
     for names, label, bound in (
             (EVERY_STEP_TARGET, "2 workers", EVERY_STEP_MIN_RATIO),
             (WINDOW_TARGET, f"window {window}", WINDOW_MIN_RATIO)):
@@ -651,6 +696,9 @@ def summary_line(record):
 def main(argv=None):
     args = parse_args(argv)
     pyplot()  # before the runs: a missing matplotlib fails now, not at the end
+    # SIGTERM ends the benchmark like Ctrl-C: the run going on is killed, and
+    # its tasks with it (the launcher's tasks die with the launcher).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     os.makedirs(args.results, exist_ok=True)
     runs = plan(args)
     for planned in runs:
@@ -672,9 +720,10 @@ def main(argv=None):
             attempts.append(run_once(scheme, workers, ps, args,
                                      f"{name}-{attempt}", batch))
             progress.done += 1
-        if scheme.name == BASELINE and target is None and "error" not in attempts[0]:
+        finished = [attempt for attempt in attempts if "error" not in attempt]
+        if scheme.name == BASELINE and target is None and finished:
             target = round(middle([attempt["test_accuracy"]
-                                   for attempt in attempts]) - 0.02, 4)
+                                   for attempt in finished]) - 0.02, 4)
         record = combine(attempts, target)
         for table in ("main", "sweep", "batch_study"):
             record[table] = planned.get(table, False)
@@ -692,8 +741,9 @@ def main(argv=None):
                 print(summary_line(record))
                 return 1  # nothing to compare with
             baseline = add_ratios(record, {})
-            baseline["time_to_target_ratio"] = 1.0
             baseline["throughput_ratio"] = 1.0
+            if baseline["time_to_target_s"] is not None:
+                baseline["time_to_target_ratio"] = 1.0
         else:
             add_ratios(record, baseline)
         records.append(record)
@@ -704,8 +754,8 @@ def main(argv=None):
     print(f"    run.sh {startup['run_sh_s']} s, import tensorflow "
           f"{startup['import_tensorflow_s']} s: ratio {startup['ratio']}")
 
-    command = "python benchmarks/compare.py" + "".join(
-        f" {part}" for part in (argv if argv is not None else sys.argv[1:]))
+    command = shlex.join(["python", "benchmarks/compare.py",
+                          *(sys.argv[1:] if argv is None else argv)])
     meta = {"date": datetime.date.today().isoformat(), "command": command,
             "hardware": hardware(), "software": software(),
             "examples": args.examples, "batch_size": args.batch_size,

@@ -3,9 +3,9 @@
 
     python benchmarks/step_trace.py [--batch_size 100] [--steps 300]
 
-Runs the examples' classifier three ways in one process, one after the other,
-each for --steps SGD steps on the same batch, and prints the time per step
-side by side:
+Runs SGD steps of the examples' classifier on one batch in one process,
+three ways one after the other, --steps steps each, and prints the wall time
+and the CPU time (all threads) per step side by side:
 
 - local: variables and computation in one plain session (the baseline's step);
 - local, through a server: the same, but in a session on the worker's server,
@@ -13,47 +13,43 @@ side by side:
 - ps: variables on a parameter server, computation on a worker, both servers
   in this process and talking gRPC over loopback (a Hogwild step with one
   worker);
-- window: the same, but only one step in eight exchanges with the ps (the
-  other seven update a local copy), as in the windowed schemes at T = 8.
+- window 8: not run, but computed from the two rows above it: seven local
+  steps through the server and one with the ps, as in the windowed schemes
+  at T = 8.
 
 Then it traces one ps step (RunOptions FULL_TRACE) and sums, per device,
 the time spent in the model's ops and in receiving tensors, which shows how
-much of the step is the exchange. The thread pools get one compute thread,
-as the launcher gives each of three tasks on two cores.
+much of the step is the exchange. On a machine of C cores, no set of tasks
+can process more examples per second than C × 1000 / (CPU ms per step) ×
+batch: that bound is printed too.
 """
 
 import argparse
 import os
-import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from guide import model  # noqa: E402
+from launch import free_ports  # noqa: E402
 
 WINDOW = 8
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def time_steps(session, train_op, feed, steps):
-    """Milliseconds per step, after a warm-up."""
+    """(wall ms, CPU ms) per step, after a warm-up."""
     for _ in range(20):
         session.run(train_op, feed)
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         session.run(train_op, feed)
-    return 1000 * (time.perf_counter() - started) / steps
+    return (1000 * (time.perf_counter() - wall) / steps,
+            1000 * (time.process_time() - cpu) / steps)
 
 
 def batch(size):
@@ -74,9 +70,11 @@ def local_step(args):
 
 
 def remote_steps(args):
-    """(ms per step: local through the server, ps, window 8; trace sums)."""
-    cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
-                                    "worker": [f"127.0.0.1:{free_port()}"]})
+    """((wall, CPU) ms per step: local through the server, ps, window 8;
+    trace sums)."""
+    ps_port, worker_port = free_ports(2)
+    cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
+                                    "worker": [f"127.0.0.1:{worker_port}"]})
     tf.distribute.Server(cluster, job_name="ps", task_index=0)
     worker = tf.distribute.Server(cluster, job_name="worker", task_index=0)
     with tf.Graph().as_default():
@@ -102,7 +100,8 @@ def remote_steps(args):
             metadata = tf.compat.v1.RunMetadata()
             session.run(train_op, classifier.feed(images, labels), options=options,
                         run_metadata=metadata)
-    window_ms = ((WINDOW - 1) * local_ms + ps_ms) / WINDOW
+    window_ms = tuple(((WINDOW - 1) * local + ps) / WINDOW
+                      for local, ps in zip(local_ms, ps_ms))
     return local_ms, ps_ms, window_ms, trace_sums(metadata)
 
 
@@ -137,10 +136,15 @@ def main():
     tf.get_logger().setLevel("ERROR")
     local_ms = local_step(args)
     server_ms, ps_ms, window_ms, sums = remote_steps(args)
-    print(f"batch {args.batch_size}, ms per step (× the local step):")
-    for name, value in (("local", local_ms), ("local, through a server", server_ms),
-                        ("ps", ps_ms), (f"window {WINDOW}", window_ms)):
-        print(f"  {name:24} {value:6.2f} ms  ({value / local_ms:.2f}×)")
+    cores = len(os.sched_getaffinity(0))
+    print(f"batch {args.batch_size}, per step: wall ms (× local), CPU ms (× local), "
+          f"examples/s that {cores} cores allow at most:")
+    for name, (wall, cpu) in (
+            ("local", local_ms), ("local, through a server", server_ms),
+            ("ps", ps_ms), (f"window {WINDOW}", window_ms)):
+        print(f"  {name:24} {wall:6.2f} ms ({wall / local_ms[0]:.2f}×)  "
+              f"{cpu:6.2f} ms ({cpu / local_ms[1]:.2f}×)  "
+              f"{cores * 1000 / cpu * args.batch_size:9,.0f}")
     print("one traced ps step, per job: ms in ops, ms receiving tensors "
           "(tensors received):")
     for job, (ops, receive, received) in sorted(sums.items()):

@@ -82,12 +82,17 @@ class AccuracyCurve:
         """Whether `step` has reached the next multiple of --eval_every."""
         return bool(self.every) and step >= self._next_step
 
-    def add(self, step, accuracy):
+    def measure(self, step, evaluate):
+        """Adds the point for global step `step`: `evaluate()` returns the
+        test accuracy, and the seconds it took are kept too (`eval_s`)."""
+        started = time.perf_counter()
+        accuracy = evaluate()
         self._points.append({
-            "wall_s": round(time.perf_counter() - self._start, 3),
+            "wall_s": round(started - self._start, 3),
             "global_step": int(step),
             "examples": int(step) * self._examples_per_step,
-            "test_accuracy": round(float(accuracy), 4)})
+            "test_accuracy": round(float(accuracy), 4),
+            "eval_s": round(time.perf_counter() - started, 4)})
         self._next_step = (int(step) // self.every + 1) * self.every
 
     def write(self):
@@ -116,7 +121,8 @@ class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
             self._measure(session, session.run(self._global_step))
 
     def _measure(self, session, step):
-        self._curve.add(step, session.run(self._accuracy, self._feed))
+        self._curve.measure(
+            step, lambda: session.run(self._accuracy, self._feed))
 
     def before_run(self, run_context):
         if self._curve.every:

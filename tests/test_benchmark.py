@@ -114,7 +114,9 @@ def test_targets_are_checked_against_their_bounds():
     assert rows["Hogwild accuracy below the baseline's"] == (0.003, True)
     assert rows["DOWNPOUR accuracy below the baseline's"] == (0.016, False)
     assert rows["start-up: run.sh over import tensorflow"] == (2.5, False)
-    assert not any(what.startswith("AGN") for what in rows)  # it failed
+    # A scheme that failed misses its targets, and says so.
+    assert rows["AGN ran"] == ("timed out", False)
+    assert not any(what.startswith("AGN") and what != "AGN ran" for what in rows)
 
 
 def test_markdown_csv_and_plots_are_written(tmp_path):
@@ -151,6 +153,11 @@ def test_markdown_csv_and_plots_are_written(tmp_path):
     (["--schemes", "Hogwild,Nope"], "unknown scheme 'Nope'"),
     (["--workers", "1,two"], "--workers must be comma-separated numbers"),
     (["--dataset", "mnist"], "--dataset mnist needs --data_dir"),
+    (["--dataset", "mnist", "--data_dir", "/no/such/folder"],
+     "--data_dir /no/such/folder is not a folder"),
+    (["--workers", "1,2,4,8"], "a global batch of 100 does not split evenly among "
+                               "8 synchronous workers; use a multiple of 8, such "
+                               "as 104"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as raised:
