@@ -1,7 +1,8 @@
 # `make demo` installs everything into .venv and runs Hogwild end to end;
 # `make test` installs and runs the lint and the whole test suite;
 # `make reliability` runs each synchronous example 30 times (about 15 min);
-# `make bench` compares every scheme (about 15 min), `make bench-quick` four.
+# `make bench` compares every scheme (about 13 min), `make bench-quick` four
+# (about 90 s).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

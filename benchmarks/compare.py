@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: every scheme on the same work, side by side with the baseline.
 
-    python benchmarks/compare.py            # the full run, about 15 minutes
-    python benchmarks/compare.py --quick    # four schemes, a few minutes
+    python benchmarks/compare.py            # the full run, about 13 minutes
+    python benchmarks/compare.py --quick    # four schemes, about 90 seconds
     python benchmarks/compare.py --dataset mnist --data_dir ~/data/mnist
 
 Every run trains the same classifier on the same data for the same number of

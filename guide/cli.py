@@ -138,8 +138,12 @@ def parse(parser, argv=None):
     return args
 
 
+_teardown_needed = False
+
+
 def run_main(main):
-    """Runs `main()` and turns UsageError and Ctrl-C into clean exits."""
+    """Runs `main()`, turns UsageError and Ctrl-C into clean exits, and ends
+    the process: call it only as a script's last line."""
     prog = os.path.basename(sys.argv[0])
     try:
         code = main()
@@ -152,9 +156,6 @@ def run_main(main):
     if _teardown_needed:
         sys.exit(code or 0)
     _exit_without_teardown(code or 0)
-
-
-_teardown_needed = False
 
 
 def exit_with_teardown():
