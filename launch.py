@@ -138,13 +138,6 @@ def logdir_of(script, script_args):
     return logdir, script_args + ["--logdir", logdir]
 
 
-def roles_of(ps_count, worker_count, chief_count):
-    """The (job, index) of every task, in the order they are started."""
-    return ([("ps", i) for i in range(ps_count)]
-            + [("worker", i) for i in range(worker_count)]
-            + [("chief", 0)] * chief_count)
-
-
 def visible_gpus():
     """The GPU ids this launcher may hand out: CUDA_VISIBLE_DEVICES if set,
     else those `nvidia-smi -L` lists, else none."""
@@ -247,9 +240,11 @@ class Launcher:
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        roles = roles_of(ps_count, worker_count, chief_count)
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
+        roles = [("ps", i) for i in range(ps_count)] + \
+                [("worker", i) for i in range(worker_count)] + \
+                [("chief", 0)] * chief_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
         for job, index in roles:
