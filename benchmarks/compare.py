@@ -100,10 +100,18 @@ STARTUP_MAX_RATIO = 2.0
 EVALUATIONS_PER_RUN = 10
 
 
+class Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default unless it has none, or its help says it."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.strip().splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=__doc__.strip().splitlines()[0], formatter_class=Help)
     parser.add_argument("--quick", action="store_true",
                         help="four schemes, 1 and 2 workers, 20,000 examples")
     parser.add_argument("--examples", type=int, default=None,
