@@ -257,7 +257,7 @@ def exchanges(scheme, result):
     updates with the ps: one pull and one push each."""
     if scheme.kind == LOCAL:
         return 0
-    if scheme.kind == WINDOW or scheme.kind == SYNC_WINDOW:
+    if scheme.kind in (WINDOW, SYNC_WINDOW):
         return sum(result["commits"])
     if scheme.kind == SYNC:
         return sum(result["gradients_computed"])

@@ -125,10 +125,10 @@ def parse(parser, argv=None):
     if not args.learning_rate > 0:
         raise UsageError(f"--learning_rate must be positive, got "
                          f"{args.learning_rate}")
-    if args.log_every < 0:
-        raise UsageError(f"--log_every must be 0 or more, got {args.log_every}")
-    if args.eval_every < 0:
-        raise UsageError(f"--eval_every must be 0 or more, got {args.eval_every}")
+    for name in ("log_every", "eval_every"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name} must be 0 or more, got "
+                             f"{getattr(args, name)}")
     if args.log_every == 0:
         args.log_every = max(1, args.train_steps // 10)
     if args.logdir is None:
