@@ -1,15 +1,26 @@
-"""The learning problem's data: MNIST-shaped images (784 floats) and labels 0-9.
+"""The learning problem's data: 28x28 images (784 floats) and labels 0-9.
 
 `--dataset synthetic` (the default) is generated from the seed in under a
 second: images drawn from a random low-dimensional "style" space, labelled by
 a fixed random "teacher" network, so that a student network learns it fast
-at first and then levels off, as it does on MNIST. `--dataset mnist` reads
-the real MNIST from local files; nothing is ever downloaded.
+at first and then levels off, as it does on MNIST.
+
+`--dataset mnist` and `--dataset fashion_mnist` are the real data sets, found
+in this order: in `--data_dir` (the four IDX `.gz` files, or the `.npz` that
+Keras keeps for MNIST); else in the Keras cache (`~/.keras/datasets/`, where
+Keras's own loaders keep them); else downloaded by Keras's own loader, which
+fills that cache and shows its progress. Files that are damaged are refused
+with one line that names the file.
+
+`--validation` holds out the last 5,000 training images and evaluates on
+them instead of the test set: hyper-parameters are chosen that way.
 """
 
 import dataclasses
 import gzip
 import os
+import zipfile
+import zlib
 from statistics import NormalDist
 
 import numpy as np
@@ -18,13 +29,25 @@ from guide.cli import UsageError
 
 IMAGE_SIZE = 28 * 28
 NUM_CLASSES = 10
+VALIDATION_SIZE = 5000
 INK_FRACTION = 0.2
 LATENT_DIMS = 24
 TEACHER_GAIN = 0.3
-MNIST_IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                   "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+# The four files each real data set ships as, in the order
+# (train images, train labels, test images, test labels).
+IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+MNIST_IDX_FILES = IDX_FILES
 MNIST_NPZ = "mnist.npz"
-KERAS_CACHE = os.path.join("~", ".keras", "datasets")
+REAL_DATASETS = ("mnist", "fashion_mnist")
+# Where Keras's loaders cache each data set, under ~/.keras/datasets/.
+KERAS_CACHE_ENTRY = {"mnist": MNIST_NPZ, "fashion_mnist": "fashion-mnist"}
+TITLE = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+# What a damaged file raises while it is read: a truncated gzip stream
+# (EOFError), a corrupt deflate stream (zlib.error), a damaged zip archive
+# (BadZipFile), or an unreadable file (OSError, which covers BadGzipFile).
+DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile, ValueError,
+           KeyError)
 
 
 @dataclasses.dataclass
@@ -36,10 +59,26 @@ class Dataset:
 
 
 def load(args):
-    """The dataset the flags ask for; UsageError if MNIST files are missing."""
-    if args.dataset == "mnist":
-        return mnist(args.data_dir)
-    return synthetic(args.seed)
+    """The dataset the flags ask for; UsageError if its files are missing or
+    damaged. With `args.validation`, the test set is the held-out last 5,000
+    training images."""
+    if args.dataset in REAL_DATASETS:
+        dataset = real(args.dataset, args.data_dir)
+    else:
+        dataset = synthetic(args.seed)
+    if getattr(args, "validation", False):
+        dataset = validation_split(dataset)
+    return dataset
+
+
+def validation_split(dataset, size=VALIDATION_SIZE):
+    """Trains on all but the last `size` training examples, and evaluates on
+    those instead of the test set."""
+    if len(dataset.train_labels) <= size:
+        raise UsageError(f"--validation holds out {size} training examples, "
+                         f"but there are only {len(dataset.train_labels)}")
+    return Dataset(dataset.train_images[:-size], dataset.train_labels[:-size],
+                   dataset.train_images[-size:], dataset.train_labels[-size:])
 
 
 def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
@@ -70,49 +109,137 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
                    images[num_train:], labels[num_train:])
 
 
+def keras_cache():
+    """The folder Keras's loaders cache data sets in ($KERAS_HOME/datasets,
+    by default ~/.keras/datasets)."""
+    home = os.environ.get("KERAS_HOME") or os.path.join(
+        os.path.expanduser("~"), ".keras")
+    return os.path.join(home, "datasets")
+
+
+def real(name, data_dir=None):
+    """MNIST or Fashion-MNIST: from `data_dir` if given, else from the Keras
+    cache, else downloaded through Keras's own loader."""
+    if data_dir:
+        found = _read_folder(name, os.path.expanduser(data_dir))
+        if found is None:
+            raise UsageError(f"{TITLE[name]} not found in {data_dir}: put "
+                             f"{_expected_files(name)} there, or pass "
+                             f"--data_dir with the folder that holds them")
+        return found
+    cache = keras_cache()
+    cached = _read_cache(name, cache)
+    if cached is not None:
+        return cached
+    return _download(name, cache)
+
+
 def mnist(data_dir=None):
-    """MNIST from `mnist.npz` or the four IDX `.gz` files in `data_dir`."""
-    folder = os.path.expanduser(data_dir or KERAS_CACHE)
+    """MNIST, found as `real` finds it."""
+    return real("mnist", data_dir)
+
+
+def keras_loader(name):
+    """Keras's own loader for a data set: it downloads into the Keras cache,
+    showing its progress, and returns ((x_train, y_train), (x_test, y_test))."""
+    import tensorflow as tf  # only here: nothing else in this module needs it
+
+    return getattr(tf.keras.datasets, name).load_data
+
+
+def _expected_files(name):
+    idx = ", ".join(IDX_FILES)
+    return f"{MNIST_NPZ} or the four files {idx}" if name == "mnist" else \
+        f"the four files {idx}"
+
+
+def _read_folder(name, folder):
+    """The data set from `folder` (IDX files, or for MNIST also mnist.npz),
+    or None if the files are not there."""
     npz_path = os.path.join(folder, MNIST_NPZ)
-    if os.path.isfile(npz_path):
-        return _mnist_from_npz(npz_path)
-    idx_paths = [os.path.join(folder, name) for name in MNIST_IDX_FILES]
+    if name == "mnist" and os.path.isfile(npz_path):
+        return _read_npz(npz_path)
+    idx_paths = [os.path.join(folder, file) for file in IDX_FILES]
     if all(os.path.isfile(path) for path in idx_paths):
-        train_images, train_labels, test_images, test_labels = (
-            _read_idx(path) for path in idx_paths)
-        return _checked(train_images, train_labels, test_images, test_labels,
-                        folder)
-    raise UsageError(
-        f"MNIST not found in {folder}: put {MNIST_NPZ} or the four files "
-        f"{', '.join(MNIST_IDX_FILES)} there, or pass --data_dir with the "
-        f"folder that holds them")
+        images_and_labels = [
+            _read_idx(path, kind) for path, kind in
+            zip(idx_paths, ("images", "labels", "images", "labels"))]
+        return _checked(*zip(images_and_labels, idx_paths))
+    return None
 
 
-def _mnist_from_npz(path):
+def _read_cache(name, cache):
+    entry = os.path.join(cache, KERAS_CACHE_ENTRY[name])
+    if name == "mnist":
+        return _read_npz(entry) if os.path.isfile(entry) else None
+    return _read_folder(name, entry)
+
+
+def _download(name, cache):
+    """Downloads through Keras's loader. One task at a time: the others of a
+    run wait on a lock file, then read what the first one cached."""
+    import fcntl
+
+    lock_path = os.path.join(cache, f".{name}.lock")
     try:
-        with np.load(path) as arrays:
+        os.makedirs(cache, exist_ok=True)
+        lock = open(lock_path, "a")
+    except OSError:
+        lock = None  # a read-only home: Keras falls back to a cache of its own
+    try:
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cached = _read_cache(name, cache)
+            if cached is not None:
+                return cached
+        try:
+            (train_images, train_labels), (test_images, test_labels) = \
+                keras_loader(name)()
+        except Exception as error:  # any failure means: not to be had here
+            folder = cache if name == "mnist" else os.path.join(
+                cache, KERAS_CACHE_ENTRY[name])
+            raise UsageError(
+                f"{TITLE[name]} is not in {cache} and could not be downloaded "
+                f"({_first_line(error)}); put {_expected_files(name)} in "
+                f"{folder}, or pass --data_dir with the folder that holds "
+                f"them") from None
+    finally:
+        if lock is not None:
+            lock.close()
+    source = f"{TITLE[name]} as downloaded by Keras"
+    return _checked((train_images, source), (train_labels, source),
+                    (test_images, source), (test_labels, source))
+
+
+def _read_npz(path):
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
             parts = [arrays[key] for key in
                      ("x_train", "y_train", "x_test", "y_test")]
-    except (OSError, ValueError, KeyError) as error:
-        raise UsageError(f"{path} is not a Keras-style MNIST file with "
-                         f"x_train, y_train, x_test and y_test ({error}); "
-                         f"replace it") from None
-    return _checked(*parts, path)
+    except DAMAGED as error:
+        raise UsageError(f"{path} is damaged or not a Keras MNIST file with "
+                         f"x_train, y_train, x_test and y_test "
+                         f"({_first_line(error)}); delete it and download it "
+                         f"again, or use the four IDX files") from None
+    return _checked(*((part, path) for part in parts))
 
 
-def _read_idx(path):
-    """One IDX file (the format MNIST is distributed in) as a numpy array."""
+def _read_idx(path, kind):
+    """One IDX file (the format MNIST ships in) as a numpy array; `kind` is
+    "images" (a 3-D array of 28x28 images) or "labels" (1-D)."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rb") as stream:
             raw = stream.read()
-    except OSError as error:
-        raise UsageError(f"cannot read {path} ({error}); replace the "
-                         f"file") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise UsageError(f"{path} is not an unsigned-byte IDX file; replace "
-                         f"it with the original MNIST file")
-    dims = raw[3]
+    except DAMAGED as error:
+        raise UsageError(f"{path} is truncated or corrupt "
+                         f"({_first_line(error)}); replace it with the "
+                         f"original file") from None
+    dims = 3 if kind == "images" else 1
+    if len(raw) < 4 or raw[:3] != b"\0\0\x08" or raw[3] != dims:
+        raise UsageError(f"{path} is not an IDX file of {kind} (its magic "
+                         f"number is wrong); replace it with the original "
+                         f"file")
     header = 4 + 4 * dims
     shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
                   for i in range(dims))
@@ -122,21 +249,33 @@ def _read_idx(path):
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
-def _checked(train_images, train_labels, test_images, test_labels, source):
-    """Flattens and scales MNIST images, after checking the shapes agree."""
-    def images(array):
-        if array.ndim < 2 or array[0].size != IMAGE_SIZE:
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _checked(train_images, train_labels, test_images, test_labels):
+    """Flattens and scales the images, after checking each (array, source)
+    pair: 28x28 images, labels 0-9, as many labels as images."""
+    def images(array, source):
+        if array.ndim != 3 or array.shape[1:] != (28, 28):
             raise UsageError(f"{source} holds images of shape {array.shape}, "
-                             f"not 28x28; use the original MNIST files")
+                             f"not 28x28; use the original files")
         return array.reshape(len(array), IMAGE_SIZE).astype(np.float32) / 255.0
 
-    result = Dataset(images(train_images), train_labels.astype(np.int64),
-                     images(test_images), test_labels.astype(np.int64))
-    if len(result.train_images) != len(result.train_labels) or \
-            len(result.test_images) != len(result.test_labels):
-        raise UsageError(f"{source} has different numbers of images and "
-                         f"labels; use the original MNIST files")
-    return result
+    def labels(array, source, count):
+        if array.ndim != 1 or len(array) != count:
+            raise UsageError(f"{source} holds {len(array)} labels for {count} "
+                             f"images; use the original files")
+        if len(array) and not 0 <= array.min() <= array.max() < NUM_CLASSES:
+            raise UsageError(f"{source} has label values outside 0-9 (up to "
+                             f"{array.max()}); use the original files")
+        return array.astype(np.int64)
+
+    train = images(*train_images)
+    test = images(*test_images)
+    return Dataset(train, labels(*train_labels, len(train)),
+                   test, labels(*test_labels, len(test)))
 
 
 def shard(images, labels, index, count):

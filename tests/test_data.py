@@ -2,6 +2,7 @@
 
 import gzip
 import types
+import zipfile
 
 import numpy as np
 import pytest
@@ -78,13 +79,152 @@ def test_missing_mnist_names_the_files_and_the_fix(tmp_path):
     assert "mnist.npz" in message and "t10k-labels-idx1-ubyte.gz" in message
 
 
-def test_truncated_idx_file_is_reported(tmp_path):
-    write_idx_fixture(tmp_path, fake_mnist())
-    path = tmp_path / data.MNIST_IDX_FILES[0]
+def corrupt_truncated_gzip(path):
+    """What an interrupted download leaves: the gzip stream stops early."""
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+
+
+def corrupt_deflate_stream(path):
+    raw = bytearray(path.read_bytes())
+    raw[20:40] = b"\xff" * 20
+    path.write_bytes(bytes(raw))
+
+
+def corrupt_short_payload(path):
     raw = gzip.decompress(path.read_bytes())
     path.write_bytes(gzip.compress(raw[:-10]))
-    with pytest.raises(UsageError, match="truncated or corrupt"):
+
+
+def corrupt_magic_number(path):
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    raw[2] = 0x0D  # a float IDX file, not unsigned bytes
+    path.write_bytes(gzip.compress(bytes(raw)))
+
+
+@pytest.mark.parametrize("damage, file_index, message", [
+    (corrupt_truncated_gzip, 0, "is truncated or corrupt"),
+    (corrupt_deflate_stream, 0, "is truncated or corrupt"),
+    (corrupt_short_payload, 0, "is truncated or corrupt (the header says"),
+    (corrupt_magic_number, 1, "is not an IDX file of labels"),
+], ids=["truncated-gzip", "corrupt-deflate", "short-payload", "wrong-magic"])
+def test_damaged_idx_file_is_named(tmp_path, damage, file_index, message):
+    write_idx_fixture(tmp_path, fake_mnist())
+    path = tmp_path / data.IDX_FILES[file_index]
+    damage(path)
+    with pytest.raises(UsageError) as error:
         data.mnist(str(tmp_path))
+    assert message in str(error.value) and str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (lambda a: (a[0], a[1][:-1], a[2], a[3]), "holds 59 labels for 60 images"),
+    (lambda a: (a[0], a[1], a[2], a[3] + 9), "label values outside 0-9"),
+    (lambda a: (a[0][:, :27, :], a[1], a[2], a[3]), "not 28x28"),
+], ids=["counts-disagree", "label-above-9", "wrong-image-size"])
+def test_inconsistent_files_are_named(tmp_path, arrays, message):
+    write_idx_fixture(tmp_path, arrays(fake_mnist()))
+    with pytest.raises(UsageError, match=message):
+        data.mnist(str(tmp_path))
+
+
+def test_damaged_npz_is_named(tmp_path):
+    arrays = fake_mnist()
+    path = tmp_path / "mnist.npz"
+    np.savez(path, x_train=arrays[0], y_train=arrays[1], x_test=arrays[2],
+             y_test=arrays[3])
+    path.write_bytes(path.read_bytes()[:500])
+    with pytest.raises(UsageError) as error:
+        data.mnist(str(tmp_path))
+    assert str(path) in str(error.value) and "damaged" in str(error.value)
+    with pytest.raises(zipfile.BadZipFile):  # what it would be otherwise
+        np.load(path)["x_train"]
+
+
+def test_fashion_mnist_from_the_keras_cache(tmp_path, monkeypatch):
+    """Keras keeps Fashion-MNIST as four IDX files in datasets/fashion-mnist."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    folder = tmp_path / "datasets" / "fashion-mnist"
+    folder.mkdir(parents=True)
+    arrays = fake_mnist(seed=5)
+    write_idx_fixture(folder, arrays)
+    monkeypatch.setattr(data, "keras_loader", forbidden_download)
+    args = types.SimpleNamespace(dataset="fashion_mnist", data_dir=None, seed=0)
+    dataset = data.load(args)
+    assert np.array_equal(dataset.train_labels, arrays[1])
+
+
+def test_mnist_npz_from_the_keras_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    (tmp_path / "datasets").mkdir()
+    arrays = fake_mnist(seed=6)
+    np.savez(tmp_path / "datasets" / "mnist.npz", x_train=arrays[0],
+             y_train=arrays[1], x_test=arrays[2], y_test=arrays[3])
+    monkeypatch.setattr(data, "keras_loader", forbidden_download)
+    assert np.array_equal(data.real("mnist").test_labels, arrays[3])
+
+
+def forbidden_download(name):
+    raise AssertionError(f"{name} was downloaded although it is cached")
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
+def test_download_through_keras_when_nothing_is_cached(tmp_path, monkeypatch,
+                                                       name):
+    """With nothing cached, Keras's own loader is asked (here a fake that
+    caches like Keras does), and a second load reads the cache."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    arrays = fake_mnist(seed=7)
+    calls = []
+
+    def fake_keras_loader(asked):
+        def load_data():
+            calls.append(asked)
+            cache = tmp_path / "datasets"
+            if asked == "mnist":
+                np.savez(cache / "mnist.npz", x_train=arrays[0],
+                         y_train=arrays[1], x_test=arrays[2], y_test=arrays[3])
+            else:
+                (cache / "fashion-mnist").mkdir()
+                write_idx_fixture(cache / "fashion-mnist", arrays)
+            return (arrays[0], arrays[1]), (arrays[2], arrays[3])
+        return load_data
+
+    monkeypatch.setattr(data, "keras_loader", fake_keras_loader)
+    first = data.real(name)
+    again = data.real(name)
+    assert calls == [name]
+    assert np.array_equal(first.train_labels, arrays[1])
+    assert np.array_equal(first.test_images, again.test_images)
+
+
+def test_offline_with_nothing_cached_names_the_folder_and_flag(tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+
+    def offline(name):
+        def load_data():
+            raise OSError("URL fetch failure on https://example.invalid: "
+                          "[Errno -3] Temporary failure in name resolution")
+        return load_data
+
+    monkeypatch.setattr(data, "keras_loader", offline)
+    with pytest.raises(UsageError) as error:
+        data.real("fashion_mnist")
+    message = str(error.value)
+    assert "\n" not in message
+    assert "Fashion-MNIST is not in" in message and "could not be downloaded" in message
+    assert str(tmp_path / "datasets" / "fashion-mnist") in message
+    assert "--data_dir" in message
+
+
+def test_validation_holds_out_the_last_training_examples():
+    full = data.synthetic(0)
+    args = types.SimpleNamespace(dataset="synthetic", data_dir=None, seed=0,
+                                 validation=True)
+    held_out = data.load(args)
+    assert len(held_out.train_labels) == len(full.train_labels) - 5000
+    assert np.array_equal(held_out.test_images, full.train_images[-5000:])
+    assert not np.array_equal(held_out.test_labels[:100], full.test_labels[:100])
 
 
 def test_shards_are_disjoint_and_cover_the_training_set():
