@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+DATASETS = ("synthetic", "mnist", "fashion_mnist")
+
 
 class UsageError(Exception):
     """Input the user can fix: reported as one line, exit code 2."""
@@ -60,35 +62,76 @@ def replicas_to_aggregate(args, num_workers):
     return replicas
 
 
-def make_parser(doc, script_file, *, distributed=True, train_steps=1000,
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, unless it has none or its help gives it."""
+
+    def _get_help_string(self, action):
+        if action.default is None or "(default: " in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _by_dataset(value):
+    """A default given as one value, or as (synthetic, real data sets)."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def _default_help(help_text, value):
+    synthetic, real = _by_dataset(value)
+    if synthetic == real:
+        return help_text
+    return (f"{help_text} (default: {synthetic} on synthetic data, {real} on "
+            f"mnist and fashion_mnist)")
+
+
+def make_parser(doc, script_file, *, distributed=True, train_steps=(1000, 6000),
                 batch_size=100, learning_rate=0.2):
     """The parser with the common flags; an example adds its own on top.
 
     `doc` is the script's docstring: its first line becomes the description.
+    `train_steps`, `batch_size` and `learning_rate` may each be one default,
+    or a pair: the default on the synthetic data, and on the real data sets,
+    which need more steps to reach their best accuracy.
     """
     parser = Parser(
         prog=os.path.basename(script_file),
         description=doc.strip().splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         allow_abbrev=False)
-    parser.set_defaults(script_dir=os.path.dirname(os.path.abspath(script_file)))
+    parser.set_defaults(
+        script_dir=os.path.dirname(os.path.abspath(script_file)),
+        defaults_by_dataset={"train_steps": _by_dataset(train_steps),
+                             "batch_size": _by_dataset(batch_size),
+                             "learning_rate": _by_dataset(learning_rate)})
     training = parser.add_argument_group("training")
-    training.add_argument("--train_steps", type=int, default=train_steps,
-                          help="global steps to train for")
-    training.add_argument("--batch_size", type=int, default=batch_size,
-                          help="examples per minibatch, per worker")
-    training.add_argument("--learning_rate", type=float, default=learning_rate,
-                          help="step size of the optimizer")
+    training.add_argument("--train_steps", type=int,
+                          default=_by_dataset(train_steps)[0],
+                          help=_default_help("global steps to train for",
+                                             train_steps))
+    training.add_argument("--batch_size", type=int,
+                          default=_by_dataset(batch_size)[0],
+                          help=_default_help("examples per minibatch, per worker",
+                                             batch_size))
+    training.add_argument("--learning_rate", type=float,
+                          default=_by_dataset(learning_rate)[0],
+                          help=_default_help("step size of the optimizer",
+                                             learning_rate))
     training.add_argument("--seed", type=int, default=0,
                           help="seed for the data, the initial model and "
                                "the batch order")
-    training.add_argument("--dataset", choices=("synthetic", "mnist"),
-                          default="synthetic",
+    training.add_argument("--dataset", choices=DATASETS, default="synthetic",
                           help="synthetic: generated from --seed, no files "
-                               "needed; mnist: the real MNIST from --data_dir")
+                               "needed; mnist, fashion_mnist: the real data "
+                               "sets, from --data_dir, else the Keras cache, "
+                               "else downloaded by Keras")
     training.add_argument("--data_dir", default=None,
-                          help="folder holding the MNIST files (default: "
-                               "the Keras cache, ~/.keras/datasets)")
+                          help="folder holding the four IDX .gz files (or, "
+                               "for MNIST, mnist.npz) (default: the Keras "
+                               "cache, ~/.keras/datasets)")
+    training.add_argument("--validation", action="store_true",
+                          help="hold out the last 5000 training images and "
+                               "report accuracy on them instead of the test "
+                               "set: for choosing hyper-parameters")
     training.add_argument("--logdir", default=None,
                           help="where the chief writes TensorBoard summaries, "
                                "checkpoints and result.json (default: a new "
@@ -118,6 +161,13 @@ def make_parser(doc, script_file, *, distributed=True, train_steps=1000,
 def parse(parser, argv=None):
     """Parses and checks the common flags; raises UsageError on bad input."""
     args = parser.parse_args(argv)
+    if args.dataset != "synthetic":
+        # The real data sets' defaults, for the flags the user left alone.
+        given = {arg.split("=", 1)[0] for arg in
+                 (sys.argv[1:] if argv is None else argv)}
+        for name, (_, real) in args.defaults_by_dataset.items():
+            if f"--{name}" not in given:
+                setattr(args, name, real)
     for name in ("train_steps", "batch_size"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be a positive integer, got "

@@ -307,7 +307,10 @@ def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
         "examples_per_s": round(examples / wall_s, 1),
         "dataset": args.dataset, "train_steps": args.train_steps,
         "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-        "seed": args.seed, **extra}
+        "seed": args.seed,
+        **({"evaluated_on": "validation"} if getattr(args, "validation", False)
+           else {}),
+        **extra}
     os.makedirs(args.logdir, exist_ok=True)
     with open(os.path.join(args.logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
