@@ -1,13 +1,16 @@
 # `make demo` installs everything into .venv and runs Hogwild end to end;
 # `make test` installs and runs the lint and the whole test suite;
 # `make reliability` runs each synchronous example 30 times (about 15 min);
-# `make bench` compares every scheme (about 13 min), `make bench-quick` four
-# (about 90 s).
+# `make bench` runs every example with its defaults on MNIST (about 10 min;
+# `make bench DATA_DIR=folder`, else the Keras cache; without MNIST it runs
+# the synthetic benchmark); `make bench-synthetic` compares every scheme on
+# the same work on the synthetic data (about 13 min), `make bench-quick`
+# four of them (about 90 s).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test lint reliability bench bench-quick clean
+.PHONY: venv demo test lint reliability bench bench-synthetic bench-quick clean
 
 venv: $(VENV)/.installed
 
@@ -34,10 +37,14 @@ reliability: venv
 
 # Not part of `make test` either: the benchmark, and its quick version.
 bench: venv
+	$(PY) benchmarks/real_data.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
+
+bench-synthetic: venv
 	$(PY) benchmarks/compare.py
 
 bench-quick: venv
 	$(PY) benchmarks/compare.py --quick
 
 clean:
-	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs benchmarks/results-quick
+	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs \
+		benchmarks/results/mnist/runs benchmarks/results/mnist/logs benchmarks/results-quick

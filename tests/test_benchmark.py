@@ -178,3 +178,53 @@ def test_step_trace_times_the_three_steps_and_finds_the_exchange(run_dir):
     received = dict(re.findall(r"^  job:(ps|worker) .*\((\d+)\)$", result.stdout,
                                re.MULTILINE))
     assert int(received["ps"]) >= 4 and int(received["worker"]) >= 4
+
+
+real_spec = importlib.util.spec_from_file_location(
+    "real_data", os.path.join(REPO, "benchmarks", "real_data.py"))
+real_data = importlib.util.module_from_spec(real_spec)
+real_spec.loader.exec_module(real_data)
+
+
+def test_real_data_times_leave_the_evaluations_out():
+    curve = [{"wall_s": 0.0, "test_accuracy": 0.1, "eval_s": 0.5},
+             {"wall_s": 4.0, "test_accuracy": 0.965, "eval_s": 0.5},
+             {"wall_s": 9.0, "test_accuracy": 0.975, "eval_s": 0.5}]
+    assert real_data.training_seconds_to(curve, 0.97) == 8.0
+    assert real_data.training_seconds_to(curve, 0.98) is None
+
+
+@pytest.mark.parametrize("name, every", [
+    ("Non-Distributed_Setup", 300), ("Hogwild", 300), ("AGN", 300),
+    ("Synchronous-SGD", 150), ("SAGN", 38),
+    ("Multiple-GPUs-Single-Machine-towers", 150)])
+def test_real_data_evaluates_every_30000_examples(name, every):
+    command = real_data.command_for(compare.BY_NAME[name], "/data", "/logs")
+    assert flag(command, "--eval_every") == str(every)
+    assert flag(command, "--dataset") == "mnist"
+    assert flag(command, "--data_dir") == "/data"
+
+
+def test_real_data_finds_mnist_in_the_keras_cache_only_if_there(tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert real_data.find_mnist(None) is None
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "mnist.npz").write_bytes(b"")
+    assert real_data.find_mnist(None) == str(tmp_path / "datasets")
+    assert real_data.find_mnist(str(tmp_path)) == str(tmp_path)
+
+
+def test_real_data_table_says_not_reached():
+    records = [{"scheme": "Non-Distributed_Setup", "test_accuracy": 0.98,
+                "train_steps": 6000, "examples": 600000, "command_s": 14.0,
+                "s_to_97": 3.1, "s_to_98": 9.5},
+               {"scheme": "AGN", "test_accuracy": 0.9712, "train_steps": 6000,
+                "examples": 600000, "command_s": 30.0, "s_to_97": 25.0,
+                "s_to_98": None},
+               {"scheme": "SAGN", "error": "exit code 1", "command_s": 3.0}]
+    table = real_data.markdown({"date": "d", "command": "c", "hardware": "h",
+                                "software": "s"}, records)
+    assert "| AGN | 0.9712 | -0.0088 | 6,000 | 600,000 | 30.0 | 25.0 s | " \
+           "not reached |" in table
+    assert "| SAGN | failed: exit code 1 |" in table
