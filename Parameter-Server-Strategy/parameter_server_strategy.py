@@ -56,6 +56,13 @@ def task_from_tf_config(environ):
 
 def main():
     parser = cli.make_parser(__doc__, __file__, distributed=False)
+    # Each scheduled function is one round trip from the coordinator, which
+    # costs more than the step itself: run several steps per round trip, as
+    # Keras's `steps_per_execution` does (the measurements are in README.md).
+    parser.add_argument("--steps_per_execution", type=cli.positive_int,
+                        default=10,
+                        help="minibatches a worker trains on per function "
+                             "the coordinator schedules")
     args = cli.parse(parser)
     hosts, job, index = task_from_tf_config(os.environ)  # Distributed:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -119,7 +126,7 @@ def coordinate(args, resolver):
 
     # --- The update rule: θ ← θ − η g, on the ps, as each worker's step ends ---
     @tf.function
-    def train_step(batches):
+    def train_steps(batches, count):
         def step(images, labels):
             with tf.GradientTape() as tape:
                 loss = loss_of(images, labels)
@@ -128,7 +135,12 @@ def coordinate(args, resolver):
                 variable.assign_sub(args.learning_rate * gradient)
             global_step.assign_add(1)
             return loss
-        return strategy.run(step, args=next(batches))  # Distributed:
+        loss = tf.constant(0.0)
+        # Distributed: `count` steps per scheduled function, so that the
+        # coordinator's round trip is paid once for all of them.
+        for _ in tf.range(count):
+            loss = strategy.run(step, args=next(batches))  # Distributed:
+        return loss
 
     # --- Train: schedule steps; the coordinator hands them to free workers ---
     writer = tf.summary.create_file_writer(args.logdir)
@@ -136,10 +148,14 @@ def coordinate(args, resolver):
     if curve.every:
         curve.measure(0, lambda: test_loss_and_accuracy()[1])
     start = time.perf_counter()
-    for scheduled in range(1, args.train_steps + 1):
+    scheduled = 0
+    while scheduled < args.train_steps:
+        count = min(args.steps_per_execution, args.train_steps - scheduled)
         loss = coordinator.schedule(  # Distributed: on a free worker
-            train_step, args=(per_worker_batches,))
-        if scheduled % args.log_every == 0:
+            train_steps, args=(per_worker_batches, tf.constant(count)))
+        logged = scheduled // args.log_every
+        scheduled += count
+        if scheduled // args.log_every > logged:
             value = loss.fetch()  # waits for that step only
             rate = scheduled * args.batch_size / (time.perf_counter() - start)
             print(f"global_step {global_step.numpy()} loss {value:.4f} "
