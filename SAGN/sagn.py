@@ -30,8 +30,10 @@ def main():
     # A global step here is one synchronous update, made of T minibatches
     # from every worker: 250 of them with T = 4 and 2 workers are the 2000
     # minibatches of Synchronous-SGD's default 1000 steps (750 on the real
-    # data sets, its 3000 steps).
-    parser = cli.make_parser(__doc__, __file__, train_steps=(250, 750))
+    # data sets, its 3000 steps). Each commit is a / T, as in AGN, so the
+    # rate there is T × 0.2 (see README.md).
+    parser = cli.make_parser(__doc__, __file__, train_steps=(250, 750),
+                             learning_rate=(0.2, 0.8))
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,

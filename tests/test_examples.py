@@ -108,20 +108,22 @@ def test_example_trains_and_reports(name, run_dir):
     assert any(name.startswith("events.out.tfevents") for name in files)
 
 
-@pytest.mark.parametrize("folder", ["DOWNPOUR", "Synchronous-SGD"])
-def test_two_ps_four_workers_and_mnist_files(folder, run_dir):
+@pytest.mark.parametrize("folder, dataset", [("DOWNPOUR", "mnist"),
+                                             ("Synchronous-SGD", "fashion_mnist")])
+def test_two_ps_four_workers_and_mnist_files(folder, dataset, run_dir):
     """Variables sharded over two ps (DOWNPOUR: the central copy, with local
-    copies on four workers); data read from IDX files."""
+    copies on four workers); data read from IDX files, MNIST's or
+    Fashion-MNIST's (the same four file names)."""
     mnist_dir = run_dir / "mnist"
     mnist_dir.mkdir()
     write_idx_fixture(mnist_dir, fake_mnist(train=800, test=100))
     logdir = run_dir / "run"
     result = run(["bash", f"{folder}/run.sh", "--ps", "2", "--workers", "4",
-                  "--dataset", "mnist", "--data_dir", str(mnist_dir),
+                  "--dataset", dataset, "--data_dir", str(mnist_dir),
                   "--train_steps", "40", "--logdir", str(logdir)], timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     outcome = read_result(logdir)
-    assert outcome["dataset"] == "mnist"
+    assert outcome["dataset"] == dataset
     # The fixture's labels are random: nothing to learn, only to run.
     check_result(outcome, workers=4, ps=2, steps=40, min_accuracy=0)
     assert sorted(os.listdir(logdir / "logs")) == [
