@@ -14,8 +14,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("folder, steps", [
-    # On the validation split these steps reached 0.964, 0.963 and 0.963.
-    ("Hogwild", 1000),          # 1000 minibatches from 2 workers
+    # On the validation split these steps reached 0.972, 0.963 and 0.963;
+    # the test set is harder early on (Hogwild: 0.948 there at 1000 steps).
+    ("Hogwild", 2000),          # 2000 minibatches from 2 workers
     ("DOWNPOUR", 1500),         # windows of 4 local steps
     ("Synchronous-SGD", 500),   # a minibatch of each worker per step
 ])
