@@ -40,6 +40,8 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9,
                         help="Nesterov momentum δ of the local steps")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     if not 0 <= args.momentum < 1:
         raise cli.UsageError(f"--momentum must be in [0, 1), got {args.momentum}")
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags

@@ -35,6 +35,8 @@ def main():
                              "× rho (default: α = 0.9 / workers, the paper's "
                              "choice)")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     # The paper's guidance for the asynchronous case: α = β / W with β = 0.9,
     # so that the W workers together pull the centre by at most 0.9 a round.

@@ -32,6 +32,8 @@ def main():
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 

@@ -36,6 +36,10 @@ def main():
                         help="in_graph: towers, one per device (default: one "
                              "per visible GPU, or 2 CPU devices without GPUs)")
     args = cli.parse(parser)
+    if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
+        raise cli.UsageError("--mode in_graph runs as one process, but "
+                             "TF_CONFIG puts this one in a cluster (run.sh "
+                             "starts one): use bash run_towers.sh instead")
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     gpus = len(tf.config.list_physical_devices("GPU"))
     if args.mode == "in_graph":

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np
 import tensorflow as tf
 
-from guide import cli, cluster, data, model, report
+from guide import cli, cluster, config, data, model, report
 
 # Marks a summary as a scalar for TensorBoard's "scalars" dashboard.
 SCALAR = tf.compat.v1.SummaryMetadata(
@@ -38,9 +38,10 @@ def task_from_tf_config(environ):
                              "cluster from TF_CONFIG only: start it with "
                              "bash run.sh, or set TF_CONFIG as README.md shows")
     try:
-        config = json.loads(environ["TF_CONFIG"])
-        job, index = config["task"]["type"], int(config["task"]["index"])
-        hosts = config["cluster"]
+        tf_config = json.loads(environ["TF_CONFIG"])
+        job = tf_config["task"]["type"]
+        index = config.task_index_of(tf_config["task"]["index"])
+        hosts = tf_config["cluster"]
     except KeyError as missing:
         raise cli.UsageError(f"TF_CONFIG lacks {missing}; this example needs a "
                              f"TF_CONFIG with chief, worker and ps entries "
@@ -51,6 +52,10 @@ def task_from_tf_config(environ):
     if not {"chief", "worker", "ps"} <= set(hosts) or job not in hosts:
         raise cli.UsageError("TF_CONFIG needs chief, worker and ps entries, "
                              "and a task of one of those types")
+    if not 0 <= index < len(hosts[job]):
+        raise cli.UsageError(f"TF_CONFIG task index {index} is out of range: "
+                             f"job {job!r} has {len(hosts[job])} task(s)")
+    config.check_port_free(hosts[job][index])
     return hosts, job, index
 
 
@@ -93,6 +98,15 @@ def coordinate(args, resolver):
 
     # --- The data: each worker reads its own shard, as a tf.data pipeline ---
     dataset = data.load(args)
+    workers = resolver.cluster_spec().num_tasks("worker")
+    # Distributed: the smallest worker's shard must hold one batch, as in the
+    # other examples (data.Batches), else a worker's batches come out short.
+    smallest_shard = len(data.shard(dataset.train_images, dataset.train_labels,
+                                    workers - 1, workers)[0])
+    if smallest_shard < args.batch_size:
+        raise cli.UsageError(f"--batch_size {args.batch_size} is larger than "
+                             f"a worker's {smallest_shard} training examples; "
+                             f"use a smaller batch or fewer workers")
 
     def dataset_fn(context):  # runs on each worker
         images, labels = data.shard(  # Distributed:
