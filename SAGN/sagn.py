@@ -35,8 +35,6 @@ def main():
                         help="commits averaged into each update (default: one "
                              "per worker); the others are dropped as stale")
     args = cli.parse(parser)
-    # Distributed: a window longer than the run would overshoot --train_steps.
-    cli.check_window(args)
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     replicas = cli.replicas_to_aggregate(args, task.num_workers)  # Distributed:
     # TensorFlow loads only now, after the flags are read: loading takes
