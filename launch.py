@@ -2,7 +2,7 @@
 """Runs one example as a whole cluster on this machine, and cleans up after it.
 
     python launch.py [--ps 1] [--workers 2] [--coordinator] [--timeout 600] \
-        -- SCRIPT [FLAGS...]
+        [--ignore_memory_check] -- SCRIPT [FLAGS...]
 
 Every example's run.sh is one call to this program. It
 
@@ -14,15 +14,18 @@ Every example's run.sh is one call to this program. It
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
   any ps still running;
+- refuses, before starting anything, a job whose tasks would not fit in the
+  memory available (unless --ignore_memory_check);
 - if a task fails or dies, stops all the others at once, names the task,
   shows its last lines and exits 1; if a task rejected its input (exit code
-  2), shows its error once and exits 2;
+  2), shows its error once, on stderr, and exits 2;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
 Each task runs in its own process group, and asks the kernel to kill it if
 the launcher dies, so no task outlives the launcher. --ps, --workers and
 --timeout may also come after SCRIPT (that is how `bash run.sh --workers 4`
-reaches here), and so may --coordinator; every other flag goes to SCRIPT.
+reaches here), and so may --coordinator and --ignore_memory_check; every
+other flag goes to SCRIPT.
 Standard library only.
 """
 
