@@ -16,6 +16,7 @@ import tempfile
 
 import pytest
 
+import launch
 from conftest import (
     PYTHON,
     REPO,
@@ -197,6 +198,7 @@ def test_through_run_sh_exit_2_and_no_process_left(folder, flags, message,
         assert "rejected its input (exit code 2)" in result.stdout
     else:
         assert result.stdout == ""  # refused before any task started
+        assert not (run_dir / "run").exists()  # and before any folder was made
     # run_dir's fixture checks that no task is left running.
 
 
@@ -317,3 +319,13 @@ def test_ctrl_c_ends_a_task_waiting_for_the_chief(run_dir):
     assert code == 130, output[-2000:]
     assert output.splitlines()[-1] == "hogwild.py: interrupted"
     assert "Traceback" not in output
+
+
+def test_ignore_memory_check_lets_a_big_job_through():
+    fake = os.path.join(REPO, "tests", "fake_task.py")
+    workers = str(more_workers_than_fit())
+    with pytest.raises(launch.LaunchError, match="--ignore_memory_check"):
+        launch.parse_command_line(["--workers", workers, "--", fake])
+    options, _, _, _ = launch.parse_command_line(
+        ["--", fake, "--workers", workers, "--ignore_memory_check"])
+    assert options.workers == int(workers) and options.ignore_memory_check
