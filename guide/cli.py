@@ -202,7 +202,7 @@ def _exit_on_ctrl_c(prog):
 
     def exit_when_interrupted():
         while os.read(read_end, 1) != bytes([signal.SIGINT]):
-            pass  # another signal with a Python handler (SIGTERM in launch)
+            pass  # another signal with a Python handler: not ours to act on
         print(f"{prog}: interrupted", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
