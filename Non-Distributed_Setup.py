@@ -16,9 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import tensorflow as tf
-
-from guide import cli, data, model, report
+from guide import cli, data
 
 
 def main():
@@ -28,6 +26,12 @@ def main():
                            args.batch_size, seed=args.seed)
 
     # --- Build the graph ---
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     global_step = tf.compat.v1.train.get_or_create_global_step()
     classifier = model.Classifier(args.seed)

@@ -2,7 +2,7 @@
 """Runs one example as a whole cluster on this machine, and cleans up after it.
 
     python launch.py [--ps 1] [--workers 2] [--coordinator] [--timeout 600] \
-        -- SCRIPT [FLAGS...]
+        [--ignore_memory_check] -- SCRIPT [FLAGS...]
 
 Every example's run.sh is one call to this program. It
 
@@ -14,15 +14,18 @@ Every example's run.sh is one call to this program. It
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
   any ps still running;
+- refuses, before starting anything, a job whose tasks would not fit in the
+  memory available (unless --ignore_memory_check);
 - if a task fails or dies, stops all the others at once, names the task,
   shows its last lines and exits 1; if a task rejected its input (exit code
-  2), shows its error once and exits 2;
+  2), shows its error once, on stderr, and exits 2;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
 Each task runs in its own process group, and asks the kernel to kill it if
 the launcher dies, so no task outlives the launcher. --ps, --workers and
 --timeout may also come after SCRIPT (that is how `bash run.sh --workers 4`
-reaches here), and so may --coordinator; every other flag goes to SCRIPT.
+reaches here), and so may --coordinator and --ignore_memory_check; every
+other flag goes to SCRIPT.
 Standard library only.
 """
 
@@ -44,6 +47,9 @@ import time
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
 EXIT_TIMEOUT = 124
+# What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
+# training on the synthetic data, measured at 775 MiB resident (VmHWM).
+MEMORY_PER_TASK_MIB = 800
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
 # Each task checks its flags, so a bad flag makes them all say the same error
@@ -95,7 +101,15 @@ def parse_command_line(argv):
                              "ParameterServerStrategy wants")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the whole job is stopped "
-                             "(default 600)")
+                             "(default 600; inf for no limit)")
+    parser.add_argument("--ignore_memory_check", action="store_true",
+                        help=f"start even if the tasks (about "
+                             f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
+                             f"in the memory available")
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if "-h" in head or "--help" in head:
+        parser.print_help()
+        sys.exit(0)
     if "--" not in argv:
         raise LaunchError("usage: launch.py [--ps N] [--workers N] "
                           "[--timeout S] -- SCRIPT [FLAGS...]")
@@ -115,14 +129,59 @@ def parse_command_line(argv):
                               f"through TF_CONFIG; use --ps and --workers "
                               f"here, or run the script by hand to choose "
                               f"hosts")
-    if options.ps < 0 or options.workers < 1:
-        raise LaunchError(f"need --ps 0 or more and --workers 1 or more, got "
-                          f"--ps {options.ps} --workers {options.workers}")
+    if options.ps < 1:
+        raise LaunchError(f"--ps {options.ps}: every example keeps its "
+                          f"variables on a parameter server; use --ps 1 or "
+                          f"more")
+    if options.workers < 1:
+        raise LaunchError(f"need --workers 1 or more, got --workers "
+                          f"{options.workers}")
     if not options.timeout > 0:
         raise LaunchError(f"--timeout must be positive, got {options.timeout}")
     if not os.path.isfile(script):
         raise LaunchError(f"script {script} not found (from {os.getcwd()})")
+    if not options.ignore_memory_check:
+        check_memory(options.ps + options.workers + int(options.coordinator))
     return options, parser, script, script_args
+
+
+def check_memory(tasks):
+    """LaunchError if `tasks` TensorFlow processes would not fit in the
+    memory available now: started anyway, they would exhaust it."""
+    try:
+        with open("/proc/meminfo") as stream:
+            fields = dict(line.split(":", 1) for line in stream)
+        available_mib = int(fields["MemAvailable"].split()[0]) // 1024
+    except (OSError, KeyError, ValueError):
+        return  # not Linux: nothing to compare with
+    needed_mib = tasks * MEMORY_PER_TASK_MIB
+    if needed_mib > available_mib:
+        raise LaunchError(
+            f"{tasks} tasks need about {needed_mib / 1024:.1f} GiB "
+            f"({MEMORY_PER_TASK_MIB} MiB each) but only "
+            f"{available_mib / 1024:.1f} GiB is available; use fewer "
+            f"--workers, or pass --ignore_memory_check to start anyway")
+
+
+def prepare_logdir(logdir):
+    """Creates <logdir>/logs; LaunchError if that cannot be done or written."""
+    logs = os.path.join(logdir, "logs")
+    existing = os.path.abspath(logdir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise LaunchError(f"--logdir {logdir}: {existing} is a file, not a "
+                          f"folder; pass a folder there")
+    try:
+        os.makedirs(logs, exist_ok=True)
+    except OSError as error:
+        raise LaunchError(f"--logdir {logdir}: cannot create {error.filename} "
+                          f"({error.strerror}); pass a folder you may write "
+                          f"to") from None
+    if not os.access(logdir, os.W_OK | os.X_OK) or \
+            not os.access(logs, os.W_OK | os.X_OK):
+        raise LaunchError(f"--logdir {logdir} is not writable; pass a folder "
+                          f"you may write to")
 
 
 def logdir_of(script, script_args):
@@ -272,6 +331,9 @@ class Launcher:
                     if line in self.errors_shown:
                         continue
                     self.errors_shown.add(line)
+                    # An error goes to stderr, where the user looks for it.
+                    print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
+                    continue
                 if self.streaming:
                     show(f"[{task.name}] {line}")
         task.process.stdout.close()
@@ -282,9 +344,11 @@ class Launcher:
         deadline = time.monotonic() + self.options.timeout
         workers_left = sum(task.job in ("worker", "chief") for task in self.tasks)
         while workers_left:
+            left = max(0.0, deadline - time.monotonic())
             try:
+                # Beyond TIMEOUT_MAX (--timeout inf), wait without a limit.
                 task, code = self.events.get(
-                    timeout=max(0.0, deadline - time.monotonic()))
+                    timeout=left if left < threading.TIMEOUT_MAX else None)
             except queue.Empty:
                 self.teardown()
                 say(f"timed out after {self.options.timeout:g} s (--timeout); "
@@ -370,6 +434,11 @@ def main(argv):
               f"requirements.txt`", file=sys.stderr)
         return 2
     logdir, script_args = logdir_of(script, script_args)
+    try:
+        prepare_logdir(logdir)
+    except LaunchError as error:
+        print(f"launch.py: error: {error}", file=sys.stderr)
+        return 2
     launcher = Launcher(options, script, script_args, logdir)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.

@@ -22,9 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
@@ -43,6 +41,8 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9,
                         help="Nesterov momentum δ of the local steps")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     if not 0 <= args.momentum < 1:
         raise cli.UsageError(f"--momentum must be in [0, 1), got {args.momentum}")
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
@@ -53,6 +53,12 @@ def main():
     if not 0 < alpha < 1:
         raise cli.UsageError(f"--rho {rho} makes α = learning_rate × rho = "
                              f"{alpha:g}; choose rho so that 0 < α < 1")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster: every task runs a server; a ps only serves ---

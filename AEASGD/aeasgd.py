@@ -21,9 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
@@ -38,6 +36,8 @@ def main():
                              "× rho (default: α = 0.9 / workers, the paper's "
                              "choice)")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     # The paper's guidance for the asynchronous case: α = β / W with β = 0.9,
     # so that the W workers together pull the centre by at most 0.9 a round.
@@ -46,6 +46,12 @@ def main():
     if not 0 < alpha < 1:
         raise cli.UsageError(f"--rho {rho} makes α = learning_rate × rho = "
                              f"{alpha:g}; choose rho so that 0 < α < 1")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster: every task runs a server; a ps only serves ---

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # AGN on this machine: 1 ps + 2 workers; `bash run.sh --workers 4` etc.
 set -euo pipefail
-cd "$(dirname "$0")"
-exec ../launch.sh --ps 1 --workers 2 -- agn.py "$@"
+# No cd: relative paths in the flags mean what they mean where you are.
+here="$(dirname "$0")"
+exec "$here/../launch.sh" --ps 1 --workers 2 -- "$here/agn.py" "$@"

@@ -20,9 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
@@ -32,7 +30,15 @@ def main():
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = cli.parse(parser)
+    # Distributed: a window longer than the run would overshoot --train_steps.
+    cli.check_window(args)
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster: every task runs a server; a ps only serves ---

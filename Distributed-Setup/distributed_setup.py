@@ -21,15 +21,19 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
     args = cli.parse(cli.make_parser(__doc__, __file__))
     # Distributed: who am I? From TF_CONFIG if set, else from the flags.
     task = config.resolve(args, os.environ)
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster ---

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Distributed Setup on this machine: 1 ps + 1 worker; `bash run.sh --workers 2` etc.
 set -euo pipefail
-cd "$(dirname "$0")"
-exec ../launch.sh --ps 1 --workers 1 -- distributed_setup.py "$@"
+# No cd: relative paths in the flags mean what they mean where you are.
+here="$(dirname "$0")"
+exec "$here/../launch.sh" --ps 1 --workers 1 -- "$here/distributed_setup.py" "$@"

@@ -21,9 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
@@ -36,6 +34,14 @@ def main():
                         help="in_graph: towers, one per device (default: one "
                              "per visible GPU, or 2 CPU devices without GPUs)")
     args = cli.parse(parser)
+    if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
+        raise cli.UsageError("--mode in_graph runs as one process, but "
+                             "TF_CONFIG puts this one in a cluster (run.sh "
+                             "starts one): use bash run_towers.sh instead")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     gpus = len(tf.config.list_physical_devices("GPU"))
     if args.mode == "in_graph":
@@ -45,6 +51,10 @@ def main():
 
 def towers(args, gpus):
     """In-graph replication: a tower per device, one averaged update."""
+    import tensorflow as tf
+
+    from guide import model, report
+
     count = args.towers or gpus or 2
     if gpus:
         if count > gpus:
@@ -112,6 +122,8 @@ def towers(args, gpus):
 def devices_that_ran(session, train_op, feed, tower_gradients):
     """Runs one step with tracing; returns, for each tower, the device on
     which its gradient ops actually ran (not where they were asked to)."""
+    import tensorflow as tf
+
     options = tf.compat.v1.RunOptions(
         trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     metadata = tf.compat.v1.RunMetadata()
@@ -128,6 +140,10 @@ def devices_that_ran(session, train_op, feed, tower_gradients):
 
 def between_graph(args, gpus):
     """Between-graph replication: this process is one task of the cluster."""
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
     server = tf.distribute.Server(  # Distributed:

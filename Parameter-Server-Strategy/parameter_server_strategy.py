@@ -22,13 +22,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import numpy as np
-import tensorflow as tf
 
-from guide import cli, cluster, data, model, report
-
-# Marks a summary as a scalar for TensorBoard's "scalars" dashboard.
-SCALAR = tf.compat.v1.SummaryMetadata(
-    plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+from guide import cli, config, data
 
 
 def task_from_tf_config(environ):
@@ -38,9 +33,10 @@ def task_from_tf_config(environ):
                              "cluster from TF_CONFIG only: start it with "
                              "bash run.sh, or set TF_CONFIG as README.md shows")
     try:
-        config = json.loads(environ["TF_CONFIG"])
-        job, index = config["task"]["type"], int(config["task"]["index"])
-        hosts = config["cluster"]
+        tf_config = json.loads(environ["TF_CONFIG"])
+        job = tf_config["task"]["type"]
+        index = config.task_index_of(tf_config["task"]["index"])
+        hosts = tf_config["cluster"]
     except KeyError as missing:
         raise cli.UsageError(f"TF_CONFIG lacks {missing}; this example needs a "
                              f"TF_CONFIG with chief, worker and ps entries "
@@ -51,6 +47,10 @@ def task_from_tf_config(environ):
     if not {"chief", "worker", "ps"} <= set(hosts) or job not in hosts:
         raise cli.UsageError("TF_CONFIG needs chief, worker and ps entries, "
                              "and a task of one of those types")
+    if not 0 <= index < len(hosts[job]):
+        raise cli.UsageError(f"TF_CONFIG task index {index} is out of range: "
+                             f"job {job!r} has {len(hosts[job])} task(s)")
+    config.check_port_free(hosts[job][index])
     return hosts, job, index
 
 
@@ -65,6 +65,25 @@ def main():
                              "the coordinator schedules")
     args = cli.parse(parser)
     hosts, job, index = task_from_tf_config(os.environ)  # Distributed:
+    if job == "chief":
+        dataset = data.load(args)
+        workers = len(hosts["worker"])
+        # Distributed: the smallest worker's shard must hold one batch, as in
+        # the other examples (data.Batches); checked before anything starts.
+        smallest_shard = len(data.shard(dataset.train_images,
+                                        dataset.train_labels, workers - 1,
+                                        workers)[0])
+        if smallest_shard < args.batch_size:
+            raise cli.UsageError(f"--batch_size {args.batch_size} is larger "
+                                 f"than a worker's {smallest_shard} training "
+                                 f"examples; use a smaller batch or fewer "
+                                 f"workers")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, report
+
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
     # --- Workers and parameter servers only serve ---
@@ -75,7 +94,7 @@ def main():
         cluster.serve_until_coordinator_done(server, job, index)  # Distributed:
         return
 
-    step, test_loss, test_accuracy, wall_s = coordinate(args, resolver)
+    step, test_loss, test_accuracy, wall_s = coordinate(args, resolver, dataset)
     # Distributed: what the coordinator left on the workers was released when
     # coordinate() returned; collect it while they are up, then let them go.
     gc.collect()
@@ -85,9 +104,17 @@ def main():
     cluster.tell_servers_done(hosts)  # Distributed: workers and ps exit
 
 
-def coordinate(args, resolver):
+def coordinate(args, resolver, dataset):
     """Trains and evaluates; returns (global step, test loss, test accuracy,
     seconds of training)."""
+    import tensorflow as tf
+
+    from guide import model, report
+
+    # Marks a summary as a scalar for TensorBoard's "scalars" dashboard.
+    scalar = tf.compat.v1.SummaryMetadata(
+        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+
     # --- The coordinator: the strategy places the variables on the ps ---
     experimental = tf.distribute.experimental
     strategy = experimental.ParameterServerStrategy(resolver)  # Distributed:
@@ -99,7 +126,6 @@ def coordinate(args, resolver):
                                   name="global_step")
 
     # --- The data: each worker reads its own shard, as a tf.data pipeline ---
-    dataset = data.load(args)
 
     def dataset_fn(context):  # runs on each worker
         images, labels = data.shard(  # Distributed:
@@ -162,7 +188,7 @@ def coordinate(args, resolver):
                   f"examples/s {rate:.0f} (scheduled {scheduled})", flush=True)
             with writer.as_default():  # tf.summary.scalar needs TensorBoard
                 tf.summary.write("loss", value, step=scheduled,
-                                 metadata=SCALAR)
+                                 metadata=scalar)
         if curve.due(scheduled):
             loss.fetch()  # waits for that step, then reads the ps
             curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])

@@ -2,5 +2,6 @@
 # TensorFlow 2's ParameterServerStrategy on this machine: a coordinator, 1 ps
 # and 2 workers; `bash run.sh --workers 4` etc.
 set -euo pipefail
-cd "$(dirname "$0")"
-exec ../launch.sh --coordinator --ps 1 --workers 2 -- parameter_server_strategy.py "$@"
+# No cd: relative paths in the flags mean what they mean where you are.
+here="$(dirname "$0")"
+exec "$here/../launch.sh" --coordinator --ps 1 --workers 2 -- "$here/parameter_server_strategy.py" "$@"

@@ -24,16 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
-
-# The optimizers the ps can apply; each takes the base rate --learning_rate.
-OPTIMIZERS = {
-    "sgd": tf.compat.v1.train.GradientDescentOptimizer,
-    "momentum": lambda rate: tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
-    "adam": tf.compat.v1.train.AdamOptimizer,
-}
+from guide import cli, config, data
 
 
 def main():
@@ -49,7 +40,8 @@ def main():
     parser.add_argument("--learning_rates", type=cli.positive_floats,
                         help="comma-separated rates, one per worker, in task "
                              "order (default: --learning_rate for every worker)")
-    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
+    parser.add_argument("--optimizer", choices=("adam", "momentum", "sgd"),
+                        default="sgd",
                         help="the update the ps applies to the averaged, "
                              "scaled gradients")
     args = cli.parse(parser)
@@ -61,6 +53,19 @@ def main():
         raise cli.UsageError(
             f"--learning_rates gives {len(rates)} rates for {task.num_workers} "
             f"workers; give one per worker")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
+    # The optimizers the ps can apply; each takes the base rate --learning_rate.
+    optimizers = {
+        "sgd": tf.compat.v1.train.GradientDescentOptimizer,
+        "momentum": lambda rate: tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
+        "adam": tf.compat.v1.train.AdamOptimizer,
+    }
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster: every task runs a server; a ps only serves ---
@@ -91,7 +96,7 @@ def main():
         # feeds the optimizer's state, so each worker still counts as η_i;
         # Adam normalises its steps, so there the η_i are relative weights.
         optimizer = tf.compat.v1.train.SyncReplicasOptimizer(  # Distributed:
-            OPTIMIZERS[args.optimizer](args.learning_rate),
+            optimizers[args.optimizer](args.learning_rate),
             replicas_to_aggregate=replicas,  # Distributed:
             total_num_replicas=task.num_workers)  # Distributed:
         my_rate = rates[task.task_index]  # Distributed: this worker's η_i

@@ -22,9 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorflow as tf
-
-from guide import cli, cluster, config, data, model, report
+from guide import cli, config, data
 
 
 def main():
@@ -51,6 +49,12 @@ def main():
             f"--exact needs --replicas_to_aggregate equal to the number of "
             f"workers and a --batch_size divisible by it, got {replicas} and "
             f"{args.batch_size} for {task.num_workers} workers")
+    # TensorFlow loads only now, after the flags are read: loading takes
+    # seconds, and --help or a mistyped flag should answer at once.
+    import tensorflow as tf
+
+    from guide import cluster, model, report
+
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
 
     # --- The cluster: every task runs a server; a ps only serves ---

@@ -11,8 +11,11 @@ Bad input is reported as one line on stderr with exit code 2: raise
 """
 
 import argparse
+import math
 import os
+import signal
 import sys
+import threading
 import time
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist")
@@ -46,7 +49,7 @@ def positive_floats(text):
         values = [float(item) for item in text.split(",")]
     except ValueError:
         values = []
-    if not values or not all(value > 0 for value in values):
+    if not values or not all(0 < value < math.inf for value in values):
         raise argparse.ArgumentTypeError(
             f"must be comma-separated positive numbers, got {text!r}")
     return values
@@ -172,8 +175,8 @@ def parse(parser, argv=None):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be a positive integer, got "
                              f"{getattr(args, name)}")
-    if not args.learning_rate > 0:
-        raise UsageError(f"--learning_rate must be positive, got "
+    if not 0 < args.learning_rate < math.inf:
+        raise UsageError(f"--learning_rate must be a positive number, got "
                          f"{args.learning_rate}")
     for name in ("log_every", "eval_every"):
         if getattr(args, name) < 0:
@@ -185,7 +188,31 @@ def parse(parser, argv=None):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.logdir = os.path.join(args.script_dir, "runs",
                                    f"{stamp}-{os.getpid()}")
+    check_logdir(args.logdir)
     return args
+
+
+def check_logdir(logdir):
+    """UsageError unless `logdir` is a folder, or can become one, that this
+    user may write to; creates nothing."""
+    path = os.path.abspath(logdir)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise UsageError(f"--logdir {logdir}: {path} is a file, not a folder; "
+                         f"pass a folder there")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--logdir {logdir}: {path} is not writable by this "
+                         f"user; pass a folder you may write to")
+
+
+def check_window(args):
+    """UsageError if one --communication_window is longer than the whole run,
+    which would then overshoot --train_steps."""
+    if args.communication_window > args.train_steps:
+        raise UsageError(f"--communication_window {args.communication_window} "
+                         f"is longer than the run (--train_steps "
+                         f"{args.train_steps}); use at most {args.train_steps}")
 
 
 _teardown_needed = False
@@ -195,6 +222,7 @@ def run_main(main):
     """Runs `main()`, turns UsageError and Ctrl-C into clean exits, and ends
     the process: call it only as a script's last line."""
     prog = os.path.basename(sys.argv[0])
+    _exit_on_ctrl_c(prog)
     try:
         code = main()
     except UsageError as error:
@@ -206,6 +234,32 @@ def run_main(main):
     if _teardown_needed:
         sys.exit(code or 0)
     _exit_without_teardown(code or 0)
+
+
+def _exit_on_ctrl_c(prog):
+    """Ctrl-C ends this task in every state, even inside a TensorFlow call.
+
+    Python runs its SIGINT handler only between bytecodes, and a blocking
+    `session.run` (a task waiting for the chief or for its workers) does not
+    return to Python. The C-level handler still writes the signal to a wakeup
+    pipe at once, so a thread blocked reading that pipe says so and exits.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return  # started with Ctrl-C ignored (`nohup`, a background job)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+
+    def exit_when_interrupted():
+        while os.read(read_end, 1) != bytes([signal.SIGINT]):
+            pass  # another signal with a Python handler: not ours to act on
+        print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
+
+    # The main thread must not handle it too, so it ignores it in Python.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    threading.Thread(target=exit_when_interrupted, daemon=True).start()
 
 
 def exit_with_teardown():

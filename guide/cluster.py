@@ -108,6 +108,8 @@ def announce_chief_ready(server, task):
 
 def wait_for_chief(server, task):
     """Non-chief: block until the chief has initialised the variables."""
+    print(f"worker {task.task_index} waits for the chief (worker 0) to "
+          f"initialise the variables", flush=True)
     _run_in_own_graph(server, task, lambda: _queue(
         "chief_ready", 0, task.num_workers).dequeue())
 

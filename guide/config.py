@@ -7,8 +7,10 @@ as worker 0, with the other workers numbered after it. No TensorFlow here.
 """
 
 import dataclasses
+import errno
 import json
 import re
+import socket
 
 from guide.cli import UsageError
 
@@ -72,10 +74,7 @@ def _from_tf_config(text):
                              f"\"host:port\" strings")
         cluster[job] = _host_list(hosts, f"TF_CONFIG cluster {job!r}")
     task_type = config["task"].get("type")
-    task_index = config["task"].get("index", 0)
-    if not isinstance(task_index, int) or isinstance(task_index, bool):
-        raise UsageError(f"TF_CONFIG task index must be an integer, got "
-                         f"{task_index!r}")
+    task_index = task_index_of(config["task"].get("index", 0))
     leaders = [job for job in ("chief", "master") if job in cluster]
     if len(leaders) > 1 or any(len(cluster[job]) != 1 for job in leaders):
         raise UsageError("TF_CONFIG may name one chief (or master) task, "
@@ -96,6 +95,34 @@ def _from_tf_config(text):
         raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
                          f"these examples use only ps and worker (and chief)")
     return cluster, task_type, task_index, "TF_CONFIG"
+
+
+def task_index_of(value):
+    """TF_CONFIG's task index: an integer, or a string of digits ("0"), as
+    TensorFlow's own TF_CONFIG reader takes it; UsageError otherwise."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsageError(f"TF_CONFIG task index must be an integer, got "
+                         f"{value!r}")
+    return value
+
+
+def check_port_free(address):
+    """UsageError if this task's port is taken, since TensorFlow's server
+    would fail with a traceback that does not name it."""
+    port = int(address.rsplit(":", 1)[1])
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("", port))
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} of this task ({address}) is already "
+                             f"in use; stop what holds it, or give this task "
+                             f"another port") from None
+    finally:
+        probe.close()
 
 
 def _from_flags(args):
@@ -125,7 +152,8 @@ def resolve(args, environ, *, needs_ps=True):
     if needs_ps and "ps" not in cluster:
         raise UsageError(f"the cluster from {source} has no ps; this example "
                          f"keeps its variables on a parameter server, so add "
-                         f"one (--ps_hosts or a \"ps\" list in TF_CONFIG)")
+                         f"one (--ps 1 with run.sh; by hand, --ps_hosts or "
+                         f"a \"ps\" list in TF_CONFIG)")
     if job_name not in cluster:
         raise UsageError(f"job name {job_name!r} from {source} is not in the "
                          f"cluster; use one of: {', '.join(sorted(cluster))}")
@@ -134,4 +162,5 @@ def resolve(args, environ, *, needs_ps=True):
                          f"range: job {job_name!r} has "
                          f"{len(cluster[job_name])} task(s), so use 0 to "
                          f"{len(cluster[job_name]) - 1}")
+    check_port_free(cluster[job_name][task_index])
     return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)

@@ -43,6 +43,11 @@ def test_a_chief_entry_becomes_worker_0():
     assert second.name == "worker:2"
 
 
+def test_a_task_index_of_digits_reads_as_tensorflow_reads_it():
+    task = config.resolve(flags(), tf_config(CLUSTER, "worker", "1"))
+    assert task.task_index == 1 and task.name == "worker:1"
+
+
 @pytest.mark.parametrize("environ, message", [
     ({"TF_CONFIG": "{not json"}, "TF_CONFIG is not valid JSON"),
     ({"TF_CONFIG": '{"cluster": {}}'}, 'needs a "cluster" and a "task"'),
@@ -50,7 +55,8 @@ def test_a_chief_entry_becomes_worker_0():
      "must be a non-empty list"),
     (tf_config(CLUSTER, "evaluator", 0), "job name 'evaluator'"),
     (tf_config(CLUSTER, "worker", 2), "task index 2 from TF_CONFIG is out of range"),
-    (tf_config(CLUSTER, "worker", "0"), "task index must be an integer"),
+    (tf_config(CLUSTER, "worker", "zero"), "task index must be an integer"),
+    (tf_config(CLUSTER, "worker", 0.5), "task index must be an integer"),
     (tf_config({"ps": ["h:1"], "worker": ["nohost"]}, "ps", 0), "is not host:port"),
     (tf_config({"worker": ["h:1"]}, "worker", 0), "has no ps"),
     (tf_config(dict(CLUSTER, evaluator=["h:9"]), "worker", 0), "job(s) evaluator"),
@@ -78,7 +84,8 @@ def test_bad_flags_are_one_clear_error(args, message):
 @pytest.mark.parametrize("argv, message", [
     (["--train_steps", "0"], "--train_steps must be a positive integer, got 0"),
     (["--batch_size", "-5"], "--batch_size must be a positive integer"),
-    (["--learning_rate", "0"], "--learning_rate must be positive"),
+    (["--learning_rate", "0"], "--learning_rate must be a positive number"),
+    (["--learning_rate", "inf"], "--learning_rate must be a positive number"),
     (["--dataset", "cifar"], "invalid choice: 'cifar'"),
     (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
 ])
