@@ -130,7 +130,7 @@ def main():
                                  # Distributed: commits and staleness over time.
                                  summaries=[report.CommitRecord(
                                      clock, commit_worker, commit_staleness,
-                                     task.num_workers)])]
+                                     task.num_workers, window)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(

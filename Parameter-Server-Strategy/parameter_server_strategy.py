@@ -147,6 +147,8 @@ def coordinate(args, resolver):
             with writer.as_default():  # tf.summary.scalar needs TensorBoard
                 tf.summary.write("loss", value, step=scheduled,
                                  metadata=SCALAR)
+                tf.summary.write("examples_per_sec", rate, step=scheduled,
+                                 metadata=SCALAR)
         if curve.due(scheduled):
             loss.fetch()  # waits for that step, then reads the ps
             curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])

@@ -321,11 +321,15 @@ class DroppedGradients:
 class CommitRecord:
     """TensorBoard's `commits/worker_<i>` and `staleness` (as
     `CommitLog.scalars`) from a full record of commits: the commit counter
-    `clock` and, per commit, its worker and its staleness."""
+    `clock` and, per commit, its worker and its staleness τ in commits,
+    written in minibatches, τ × `steps_per_commit`, as every other example
+    counts it."""
 
-    def __init__(self, clock, commit_worker, commit_staleness, num_workers):
+    def __init__(self, clock, commit_worker, commit_staleness, num_workers,
+                 steps_per_commit):
         self.fetches = [clock, commit_worker, commit_staleness]
         self._num_workers = num_workers
+        self._steps_per_commit = steps_per_commit
         self._seen = 0
 
     def scalars(self, values):
@@ -335,7 +339,8 @@ class CommitRecord:
         scalars = {f"commits/worker_{index}": int(commits)
                    for index, commits in enumerate(per_worker)}
         if count > self._seen:
-            scalars["staleness"] = float(staleness[self._seen:count].mean())
+            scalars["staleness"] = float(
+                staleness[self._seen:count].mean()) * self._steps_per_commit
         self._seen = count
         return scalars
 
