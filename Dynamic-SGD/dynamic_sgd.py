@@ -127,7 +127,8 @@ def main():
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,  # Distributed: one window
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: commits and staleness over time.
+                                 # Distributed: it also writes the commits per
+                                 # worker and their staleness.
                                  summaries=[report.CommitRecord(
                                      clock, commit_worker, commit_staleness,
                                      task.num_workers, window)])]

@@ -129,7 +129,8 @@ def main():
                                  examples_per_step=examples_per_step,
                                  steps_per_run=window,  # Distributed: one window
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: commits dropped, over time.
+                                 # Distributed: it also writes how many commits
+                                 # were dropped as stale.
                                  summaries=[commits.dropped_summaries(
                                      global_step, left_over, replicas)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)

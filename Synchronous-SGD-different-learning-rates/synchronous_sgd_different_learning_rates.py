@@ -114,7 +114,8 @@ def main():
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=examples_per_step,
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: gradients dropped, over time.
+                                 # Distributed: it also writes how many
+                                 # gradients were dropped as stale.
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
