@@ -3,7 +3,7 @@
 # `make reliability` runs each synchronous example 30 times (about 15 min);
 # `make bench` compares every scheme (about 13 min), `make bench-quick` four
 # (about 90 s); `make tensorboard` shows every example's runs/;
-# `make ui-test` checks TensorBoard in headless Chromium (about 2 min).
+# `make ui-test` checks TensorBoard in headless Chromium (about 3 min).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

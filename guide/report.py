@@ -24,8 +24,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     objects with `fetches` and a `scalars(values)` method that turns the
     fetched values into `{tag: value}` (`CommitLog`, `CommitRecord`,
     `DroppedGradients`, `ElasticDistance`), read only then, not at every
-    step. When the hooked `session.run` stands for several local steps (a whole
-    communication window), say how many with `steps_per_run`.
+    step. When the hooked `session.run` stands for several local steps (a
+    whole communication window), say how many with `steps_per_run`.
     """
 
     def __init__(self, global_step, loss, every_n_steps, examples_per_step,
