@@ -86,11 +86,18 @@ def selenium():
     return webdriver, By, Keys
 
 
-def headless_chromium(webdriver, profile_dir):
+def chromium_paths():
+    """Debian's chromium and its chromedriver; fails saying how to install
+    them when either is missing."""
     chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and chromedriver):
         pytest.fail("this test needs Debian's chromium and chromium-driver, "
                     f"missing here: {INSTALL}")
+    return chromium, chromedriver
+
+
+def headless_chromium(webdriver, profile_dir):
+    chromium, chromedriver = chromium_paths()
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu",
@@ -160,7 +167,9 @@ def check_dashboard(url, runs, profile_dir, screenshot):
 
 @pytest.mark.timeout(1800)
 def test_scalars_of_two_schemes_in_headless_chromium(run_dir):
-    selenium()  # fails at once, saying how to install it, when missing
+    # Before any training: fail at once, saying how to install what is missing.
+    selenium()
+    chromium_paths()
     root = run_dir / "examples"
     outcomes = run_together({
         folder: ["bash", f"{folder}/run.sh", "--train_steps", "400",
