@@ -5,12 +5,14 @@
 # `make bench DATA_DIR=folder`, else the Keras cache; without MNIST it runs
 # the synthetic benchmark); `make bench-synthetic` compares every scheme on
 # the same work on the synthetic data (about 13 min), `make bench-quick`
-# four of them (about 90 s).
+# four of them (about 90 s); `make tensorboard` shows every example's runs/;
+# `make ui-test` checks TensorBoard in headless Chromium (about 3 min).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test lint reliability bench bench-synthetic bench-quick clean
+.PHONY: venv demo test lint reliability bench bench-synthetic bench-quick \
+	tensorboard ui-test clean
 
 venv: $(VENV)/.installed
 
@@ -44,6 +46,18 @@ bench-synthetic: venv
 
 bench-quick: venv
 	$(PY) benchmarks/compare.py --quick
+
+# TensorBoard on 127.0.0.1, a free port, over every example's runs/.
+tensorboard: venv
+	$(PY) guide/board.py
+
+# Not part of `make test`: TensorBoard in a real browser. Needs Debian's
+# chromium and chromium-driver (the test says how to install them); Selenium
+# goes into its own folder, as the benchmark's packages do.
+ui-test: venv
+	$(PY) -m pip install --quiet --upgrade --target $(VENV)/ui-packages \
+		-r tests/ui/requirements.txt
+	$(PY) -m pytest -p no:cacheprovider tests/ui
 
 clean:
 	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs \

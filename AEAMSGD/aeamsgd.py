@@ -133,6 +133,8 @@ def main():
             commit_log.record_commit(global_step, window))
         # Note the global step after the exchange, for the staleness figure.
         note_exchange = commit_log.record_pull(global_step)
+        # Distributed: TensorBoard shows how far this copy is from the centre.
+        distance = report.ElasticDistance(local.variables, central.variables)
 
     # --- Train: the chief initialises, the others wait for it ---
     if not task.is_chief:
@@ -141,7 +143,10 @@ def main():
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,  # Distributed: one window
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=args.logdir if task.is_chief else None,
+                                 # Distributed: it also writes the exchanges per
+                                 # worker, their staleness, and the distance.
+                                 summaries=[commit_log, distance])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(

@@ -132,7 +132,12 @@ def main():
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,  # Distributed: one window
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=args.logdir if task.is_chief else None,
+                                 # Distributed: it also writes the commits per
+                                 # worker and their staleness.
+                                 summaries=[report.CommitRecord(
+                                     clock, commit_worker, commit_staleness,
+                                     task.num_workers, window)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(

@@ -189,6 +189,8 @@ def coordinate(args, resolver, dataset):
             with writer.as_default():  # tf.summary.scalar needs TensorBoard
                 tf.summary.write("loss", value, step=scheduled,
                                  metadata=scalar)
+                tf.summary.write("examples_per_sec", rate, step=scheduled,
+                                 metadata=scalar)
         if curve.due(scheduled):
             loss.fetch()  # waits for that step, then reads the ps
             curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])

@@ -135,7 +135,11 @@ def main():
              report.ProgressHook(global_step, last_loss, args.log_every * window,
                                  examples_per_step=examples_per_step,
                                  steps_per_run=window,  # Distributed: one window
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=args.logdir if task.is_chief else None,
+                                 # Distributed: it also writes how many commits
+                                 # were dropped as stale.
+                                 summaries=[commits.dropped_summaries(
+                                     global_step, left_over, replicas)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
         hooks.append(report.AccuracyCurveHook(
             args, global_step, evaluation, dataset,

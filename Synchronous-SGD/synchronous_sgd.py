@@ -123,7 +123,11 @@ def main():
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=examples_per_step,
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=args.logdir if task.is_chief else None,
+                                 # Distributed: it also writes how many
+                                 # gradients were dropped as stale.
+                                 summaries=[gradients_computed.dropped_summaries(
+                                     global_step, left_over, replicas)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
         hooks.append(report.AccuracyCurveHook(
             args, global_step, classifier, dataset,

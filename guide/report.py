@@ -19,18 +19,23 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
     The rate counts the examples of every worker (global steps times
     `examples_per_step`), so it is the whole job's throughput. Given a
-    `summary_dir`, it also writes that rate to TensorBoard. When the hooked
-    `session.run` stands for several local steps (a whole communication
-    window), say how many with `steps_per_run`.
+    `summary_dir`, it also writes the loss and that rate to TensorBoard
+    (`loss`, `examples_per_sec`), and the scalars of each of `summaries`:
+    objects with `fetches` and a `scalars(values)` method that turns the
+    fetched values into `{tag: value}` (`CommitLog`, `CommitRecord`,
+    `DroppedGradients`, `ElasticDistance`), read only then, not at every
+    step. When the hooked `session.run` stands for several local steps (a
+    whole communication window), say how many with `steps_per_run`.
     """
 
     def __init__(self, global_step, loss, every_n_steps, examples_per_step,
-                 summary_dir=None, steps_per_run=1):
+                 summary_dir=None, steps_per_run=1, summaries=()):
         self._fetches = {"global_step": global_step, "loss": loss}
         self._every_n_steps = every_n_steps
         self._examples_per_step = examples_per_step
         self._summary_dir = summary_dir
         self._steps_per_run = steps_per_run
+        self._summaries = list(summaries)
         self._local_step = 0
         self._last = None
 
@@ -55,20 +60,52 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         print(f"global_step {step} loss {loss:.4f} examples/s {rate:.0f} "
               f"(local step {self._local_step})", flush=True)
         if self._summary_dir:
-            writer = tf.compat.v1.summary.FileWriterCache.get(self._summary_dir)
-            writer.add_summary(tf.compat.v1.Summary(value=[
-                tf.compat.v1.Summary.Value(tag="examples_per_sec",
-                                           simple_value=rate)]), step)
+            scalars = {"loss": loss, "examples_per_sec": rate}
+            if self._summaries:
+                values = run_context.session.run(
+                    [source.fetches for source in self._summaries])
+                for source, value in zip(self._summaries, values):
+                    scalars.update(source.scalars(value))
+            write_scalars(self._summary_dir, step, scalars)
+
+
+# Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
+# dashboard (tf.summary.scalar would need TensorBoard at run time).
+_SCALAR = tf.compat.v1.SummaryMetadata(
+    plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+_eager_writers = {}
+
+
+def write_scalars(logdir, step, scalars):
+    """Writes `{tag: value}` to TensorBoard's event file in `logdir`, at
+    global step `step`. The tags are the same in every example, so that the
+    runs of different schemes overlay in one chart."""
+    if not tf.executing_eagerly():
+        writer = tf.compat.v1.summary.FileWriterCache.get(logdir)
+        writer.add_summary(tf.compat.v1.Summary(value=[
+            tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+            for tag, value in scalars.items()]), int(step))
+        return
+    # An eager program (Parameter-Server-Strategy) cannot use a v1 FileWriter.
+    if logdir not in _eager_writers:
+        _eager_writers[logdir] = tf.summary.create_file_writer(logdir)
+    writer = _eager_writers[logdir]
+    with writer.as_default():
+        for tag, value in scalars.items():
+            tf.summary.write(tag, float(value), step=int(step), metadata=_SCALAR)
+    writer.flush()
 
 
 class AccuracyCurve:
     """Test accuracy as training goes, for `--eval_every`: points of (seconds
     since the start, global step, examples seen, accuracy), written to
-    `<logdir>/accuracy_curve.json`. `examples_per_step` is as in
+    `<logdir>/accuracy_curve.json`, and each point as `test_accuracy` (and
+    `test_loss`, when measured) to TensorBoard. `examples_per_step` is as in
     `evaluate_and_write`."""
 
     def __init__(self, args, examples_per_step=None):
         self.every = args.eval_every
+        self._logdir = args.logdir
         self._path = os.path.join(args.logdir, "accuracy_curve.json")
         self._examples_per_step = examples_per_step or args.batch_size
         self._points = []
@@ -84,9 +121,15 @@ class AccuracyCurve:
 
     def measure(self, step, evaluate):
         """Adds the point for global step `step`: `evaluate()` returns the
-        test accuracy, and the seconds it took are kept too (`eval_s`)."""
+        test accuracy, or a (test loss, test accuracy) pair, and the seconds
+        it took are kept too (`eval_s`)."""
         started = time.perf_counter()
-        accuracy = evaluate()
+        measured = evaluate()
+        scalars = {}
+        if isinstance(measured, (tuple, list)):
+            scalars["test_loss"], measured = measured
+        accuracy = scalars["test_accuracy"] = measured
+        write_scalars(self._logdir, step, scalars)
         self._points.append({
             "wall_s": round(started - self._start, 3),
             "global_step": int(step),
@@ -112,7 +155,7 @@ class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
                  examples_per_step=None):
         self._curve = AccuracyCurve(args, examples_per_step)
         self._global_step = global_step
-        self._accuracy = classifier.accuracy
+        self._measured = [classifier.loss, classifier.accuracy]
         self._feed = classifier.feed(dataset.test_images, dataset.test_labels)
 
     def after_create_session(self, session, coord):
@@ -122,7 +165,7 @@ class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
 
     def _measure(self, session, step):
         self._curve.measure(
-            step, lambda: session.run(self._accuracy, self._feed))
+            step, lambda: session.run(self._measured, self._feed))
 
     def before_run(self, run_context):
         if self._curve.every:
@@ -176,6 +219,7 @@ class CommitLog:
             self.commits = counter("commits", per_worker)
             self.staleness_sum = counter("staleness_sum", per_worker)
             self.pulled_at = counter("pulled_at", per_worker)
+        self._last = (0, 0)  # commits and staleness sum at the last `scalars`
 
     def record_pull(self, global_step):
         """Op: note the global step this worker's copy was pulled at."""
@@ -193,6 +237,25 @@ class CommitLog:
                 tf.compat.v1.scatter_add(self.staleness_sum, [self._task_index],
                                          [staleness]),
                 global_step.assign_add(steps))
+
+    @property
+    def fetches(self):
+        """What `scalars` needs, read by `ProgressHook` every --log_every."""
+        return [self.commits, self.staleness_sum]
+
+    def scalars(self, values):
+        """TensorBoard's `commits/worker_<i>` (commits so far) and
+        `staleness`: the mean staleness of the commits since the last call
+        (none when there were none)."""
+        commits, staleness_sum = values
+        total, stale = int(commits.sum()), int(staleness_sum.sum())
+        last_total, last_stale = self._last
+        self._last = (total, stale)
+        scalars = {f"commits/worker_{index}": int(count)
+                   for index, count in enumerate(commits)}
+        if total > last_total:
+            scalars["staleness"] = (stale - last_stale) / (total - last_total)
+        return scalars
 
     def results(self, session):
         """`commits` (a list, one count per worker) and `mean_staleness`."""
@@ -215,6 +278,11 @@ class WorkerCounter:
         self.increment = tf.compat.v1.scatter_add(self.counts, [task.task_index],
                                                   [1])
 
+    def dropped_summaries(self, global_step, waiting, replicas):
+        """For `ProgressHook`: the `gradients_dropped` scalar, as in
+        `read_with_dropped`."""
+        return DroppedGradients(self.counts, global_step, waiting, replicas)
+
     def read_with_dropped(self, session, global_step, waiting, replicas):
         """For counted gradients (or commits) of a SyncReplicasOptimizer job:
         the counts per worker, and how many were never averaged into an
@@ -225,6 +293,71 @@ class WorkerCounter:
             session, [self.counts, global_step, waiting])
         return ([int(count) for count in counts],
                 int(counts.sum()) - replicas * int(step) - int(left_over))
+
+
+class DroppedGradients:
+    """TensorBoard's `gradients_dropped`, for `ProgressHook`: the gradients
+    (or commits) dropped as stale per global step since the last call, from
+    counts as in `WorkerCounter.read_with_dropped`."""
+
+    def __init__(self, counts, global_step, waiting, replicas):
+        self.fetches = [counts, global_step, waiting]
+        self._replicas = replicas
+        self._last = (0, 0)
+
+    def scalars(self, values):
+        counts, step, waiting = values
+        dropped = int(counts.sum()) - self._replicas * int(step) - int(waiting)
+        last_dropped, last_step = self._last
+        self._last = (dropped, int(step))
+        if int(step) <= last_step:
+            return {}
+        # The three counts are read at once but not atomically, so an
+        # interval can come out a little below zero; none is dropped then.
+        return {"gradients_dropped":
+                max(dropped - last_dropped, 0) / (int(step) - last_step)}
+
+
+class CommitRecord:
+    """TensorBoard's `commits/worker_<i>` and `staleness` (as
+    `CommitLog.scalars`) from a full record of commits: the commit counter
+    `clock` and, per commit, its worker and its staleness τ in commits,
+    written in minibatches, τ × `steps_per_commit`, as every other example
+    counts it."""
+
+    def __init__(self, clock, commit_worker, commit_staleness, num_workers,
+                 steps_per_commit):
+        self.fetches = [clock, commit_worker, commit_staleness]
+        self._num_workers = num_workers
+        self._steps_per_commit = steps_per_commit
+        self._seen = 0
+
+    def scalars(self, values):
+        count, workers, staleness = values
+        count = int(count)
+        per_worker = np.bincount(workers[:count], minlength=self._num_workers)
+        scalars = {f"commits/worker_{index}": int(commits)
+                   for index, commits in enumerate(per_worker)}
+        if count > self._seen:
+            scalars["staleness"] = float(
+                staleness[self._seen:count].mean()) * self._steps_per_commit
+        self._seen = count
+        return scalars
+
+
+class ElasticDistance:
+    """TensorBoard's `elastic_distance`, for `ProgressHook`: ‖θ − θ̃‖, the
+    distance between this worker's copy and the centre. Build it in the
+    graph, before the session starts."""
+
+    def __init__(self, local_variables, central_variables):
+        self.fetches = tf.sqrt(tf.add_n([
+            tf.reduce_sum(tf.square(local - central.read_value()))
+            for local, central in zip(local_variables, central_variables)]))
+
+    @staticmethod
+    def scalars(distance):
+        return {"elastic_distance": distance}
 
 
 def save_local_copy(session, variables, logdir):
@@ -296,7 +429,10 @@ def evaluate_and_write(session, args, algorithm, classifier, dataset,
 
 def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
                  workers, ps, examples_per_step=None, **extra):
-    """Prints the RESULT line and writes result.json from measured values."""
+    """Prints the RESULT line and writes result.json from measured values,
+    and the final test figures to TensorBoard."""
+    write_scalars(args.logdir, step, {"test_accuracy": test_accuracy,
+                                      "test_loss": test_loss})
     examples = step * (examples_per_step or args.batch_size)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,

@@ -18,6 +18,7 @@ from conftest import (
     run_together,
 )
 from test_data import fake_mnist, write_idx_fixture
+from test_tensorboard import check_tensorboard_tags
 
 STEPS = "200"
 EXAMPLES = {
@@ -106,6 +107,10 @@ def test_example_trains_and_reports(name, run_dir):
     files = os.listdir(logdir)
     assert "checkpoint" in files
     assert any(name.startswith("events.out.tfevents") for name in files)
+    if name != "Distributed-Setup-supervisor":  # its own summaries, no hooks
+        # Every tag its README lists, read back with TensorBoard's reader.
+        folder = command[1].split("/")[0] if command[0] == "bash" else None
+        check_tensorboard_tags(logdir, folder, workers)
 
 
 @pytest.mark.parametrize("folder, dataset", [("DOWNPOUR", "mnist"),
