@@ -297,7 +297,9 @@ def evaluate_and_write(session, args, algorithm, classifier, dataset,
 def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
                  workers, ps, examples_per_step=None, **extra):
     """Prints the RESULT line and writes result.json from measured values."""
-    examples = step * (examples_per_step or args.batch_size)
+    # Only the steps this run made: a resumed run started at args.start_step.
+    examples = (step - getattr(args, "start_step", 0)) * (
+        examples_per_step or args.batch_size)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
         "global_step": int(step),
