@@ -126,8 +126,9 @@ def main():
         note_exchange = commit_log.record_pull(global_step)
 
     # --- Train: the chief initialises, the others wait for it ---
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
@@ -138,9 +139,8 @@ def main():
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
-        if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         # Only the note after each exchange goes through the hooks (stop at
         # step, progress), once per window, with an up-to-date global step;

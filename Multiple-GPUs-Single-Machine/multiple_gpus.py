@@ -91,7 +91,8 @@ def towers(args, gpus):
              report.AccuracyCurveHook(args, global_step, classifier, dataset)]
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks,
-            config=session_config) as session:
+            config=session_config,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         used = None
         while not session.should_stop():
@@ -158,8 +159,9 @@ def between_graph(args, gpus):
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
@@ -169,9 +171,8 @@ def between_graph(args, gpus):
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
-        if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()

@@ -105,8 +105,9 @@ def main():
     barrier = cluster.step_barrier(task) if args.exact else None  # Distributed:
 
     # --- Train: the chief initialises, the others wait for it ---
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     # Distributed: the chief's hook applies the updates and hands out tokens,
     # a token per worker after each update.
     sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)  # Distributed:
@@ -122,13 +123,12 @@ def main():
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks,
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # gradients that will not come, until the session's close ends
             # it: do not wait for it first (the default waits 120 s).
             stop_grace_period_secs=0) as session:
-        if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = next_batch()

@@ -192,6 +192,7 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
             return self._resume.carry_on(sess, "the parameter servers' "
                                                "current values")
         super().restore(sess, save_path)
+        sess.run(self._resume.ps_init_op)
         return self._resume.carry_on(sess, f"checkpoint {save_path}")
 
 
@@ -200,8 +201,11 @@ class _Resume:
     creation needs, made before MonitoredTrainingSession finalises the
     graph, and the one line that says how the run resumed."""
 
-    def __init__(self, task, args, global_step):
+    def __init__(self, task, args, global_step, ps_init_op):
         self._args = args
+        # Distributed: state on the ps that is not a variable (a lock's
+        # token), set up whenever the ps starts without the model.
+        self.ps_init_op = ps_init_op if ps_init_op is not None else tf.no_op()
         self._global_step = global_step
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
@@ -234,7 +238,7 @@ class _Resume:
             self.carry_on(session, "the parameter servers' current values "
                                    "(no checkpoint yet)")
         else:
-            session.run(self._initialize)
+            session.run([self._initialize, self.ps_init_op])
             self.carry_on(session, None)
 
 
@@ -267,7 +271,7 @@ def check_logdir(args, script):
         stream.write(script + "\n")
 
 
-def resumable_scaffold(task, args, global_step):
+def resumable_scaffold(task, args, global_step, ps_init_op=None):
     """The Scaffold for MonitoredTrainingSession that makes restarts work.
 
     Chief: a restarted chief carries on from the parameter servers' values
@@ -277,11 +281,13 @@ def resumable_scaffold(task, args, global_step):
     Non-chief: every session it creates (the first, and each after a ps
     restart) first waits for that signal, instead of TensorFlow's 30-second
     poll for the chief. Call it once the graph is built; `task` is None in a
-    single process.
+    single process. `ps_init_op` sets up what else the ps holds (a
+    `PsLock`): it runs once per ps that starts without the model, never
+    again when a chief carries on from the ps.
     """
     if task is None or task.is_chief:
         check_logdir(args, os.path.basename(sys.argv[0]))
-        resume = _Resume(task, args, global_step)
+        resume = _Resume(task, args, global_step, ps_init_op)
         saver = _ResumingSaver(resume, sharded=True, allow_empty=True,
                                max_to_keep=3)
         return tf.compat.v1.train.Scaffold(
