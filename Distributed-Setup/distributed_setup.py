@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorflow as tf
 
-from guide import cli, cluster, config, data, model, report
+from guide import cli, cluster, config, data, evaluator, model, report
 
 
 def main():
@@ -31,6 +31,9 @@ def main():
     # Distributed: who am I? From TF_CONFIG if set, else from the flags.
     task = config.resolve(args, os.environ)
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster ---
     # Distributed: a ClusterSpec names every task; each process runs a Server

@@ -22,13 +22,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorflow as tf
 
-from guide import cli, cluster, config, data, model, report
+from guide import cli, cluster, config, data, evaluator, model, report
 
 
 def main():
     args = cli.parse(cli.make_parser(__doc__, __file__))
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorflow as tf
 
-from guide import cli, cluster, config, data, model, report
+from guide import cli, cluster, config, data, evaluator, model, report
 
 
 def main():
@@ -130,6 +130,9 @@ def devices_that_ran(session, train_op, feed, tower_gradients):
 def between_graph(args, gpus):
     """Between-graph replication: this process is one task of the cluster."""
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
     server = tf.distribute.Server(  # Distributed:
         cluster_spec, job_name=task.job_name, task_index=task.task_index,

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorflow as tf
 
-from guide import cli, cluster, config, data, model, report
+from guide import cli, cluster, config, data, evaluator, model, report
 
 # The optimizers the ps can apply; each takes the base rate --learning_rate.
 OPTIMIZERS = {
@@ -57,6 +57,9 @@ def main():
             f"--learning_rates gives {len(rates)} rates for {task.num_workers} "
             f"workers; give one per worker")
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tensorflow as tf
 
-from guide import cli, cluster, config, data, model, report
+from guide import cli, cluster, config, data, evaluator, model, report
 
 
 def main():
@@ -47,6 +47,9 @@ def main():
             f"workers and a --batch_size divisible by it, got {replicas} and "
             f"{args.batch_size} for {task.num_workers} workers")
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
