@@ -123,7 +123,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("examples", nargs="*", default=WHOLE_RECOVERY + OTHERS,
                         help="example folders (default: every distributed one)")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5,
+                        help="random-kill runs per example (0: only the "
+                             "three kills in one run)")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds before a run counts as hung")
@@ -153,7 +155,7 @@ def main():
         print(f"== {example}: worker 1, chief, ps 0 killed in one run: "
               f"{'survived' if ok else 'FAILED'} ({what}; "
               f"{time.monotonic() - started:.0f} s)", flush=True)
-    for example in args.examples:
+    for example in args.examples if args.runs else []:
         survived, lost, recover = 0, [], []
         for number in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{number}")
