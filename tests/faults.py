@@ -145,7 +145,7 @@ def main():
             code, _, _ = three_kills(logdir, script,
                                      asynchronous=example != "Synchronous-SGD")
             result = read_result(logdir)
-            ok = code == 0 and result["global_step"] >= 500 \
+            ok = code == 0 and result["global_step"] >= 600 \
                 and result["test_accuracy"] >= 0.8
             what = (f"exit {code}, global step {result['global_step']}, test "
                     f"accuracy {result['test_accuracy']}")

@@ -3,7 +3,10 @@ again and the run completes, resuming where it can."""
 
 import json
 import os
+import re
+import select
 import signal
+import time
 
 from conftest import PYTHON, REPO, Running, read_result
 
@@ -33,9 +36,36 @@ def task_pid(logdir, job, index):
     raise AssertionError(f"no live {job}:{index} for {logdir}")
 
 
+class Run(Running):
+    """A launcher run whose output is read in order: each wait looks only at
+    lines after the one the previous wait matched."""
+
+    cursor = 0
+
+    def next_line(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            for index in range(self.cursor, len(self.lines)):
+                match = re.search(pattern, self.lines[index])
+                if match:
+                    self.cursor = index + 1
+                    return match
+            self.cursor = len(self.lines)
+            ready, _, _ = select.select([self.process.stdout], [], [],
+                                        max(0, deadline - time.monotonic()))
+            chunk = os.read(self.process.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
+                raise AssertionError(
+                    f"no line matching {pattern!r} within {timeout} s; output "
+                    f"so far:\n" + "\n".join(self.lines[-30:]))
+            self._buffer += chunk
+            *complete, self._buffer = self._buffer.split(b"\n")
+            self.lines.extend(raw.decode(errors="replace") for raw in complete)
+
+
 def kill(run, logdir, job, index, restart_number):
     os.kill(task_pid(logdir, job, index), signal.SIGKILL)
-    run.wait_for_line(
+    run.next_line(
         rf"^\[launch\] {job}:{index} died \(signal 9\); restarting it "
         rf"\({restart_number} of 3\)", timeout=60)
 
@@ -52,14 +82,13 @@ def pause(logdir, job, index):
 def next_step(run, job_index, at_least=0):
     """Waits for a progress line of `job_index` at `at_least` or beyond."""
     while True:
-        step = int(run.wait_for_line(
+        step = int(run.next_line(
             rf"^\[{job_index}\] global_step (\d+)", timeout=120)[1])
-        run.lines.clear()  # the next wait reads new lines only
         if step >= at_least:
             return step
 
 
-def three_kills(logdir, script, asynchronous, train_steps=500,
+def three_kills(logdir, script, asynchronous, train_steps=600,
                 checkpoint_steps=40):
     """Runs `script` with --max_restarts 3 and SIGKILLs worker 1, then the
     chief, then ps 0, each at a known step once the previous kill has been
@@ -71,7 +100,7 @@ def three_kills(logdir, script, asynchronous, train_steps=500,
     (SIGSTOP) meanwhile, so that the run does not end before the next kill
     however busy the machine is. A synchronous job waits by itself.
     """
-    run = Running([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
+    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
                    "--", script, "--train_steps", str(train_steps),
                    "--log_every", "10",
                    "--save_checkpoint_steps", str(checkpoint_steps),
@@ -91,16 +120,18 @@ def three_kills(logdir, script, asynchronous, train_steps=500,
         go_on = pause_if_async("worker", 1)
         kill(run, logdir, "worker", 0, 2)
         # Only the chief died, so it carries on from the ps's values.
-        resumed = int(run.wait_for_line(
+        resumed = int(run.next_line(
             r"^\[worker:0\] resuming at global step (\d+) from the parameter "
             r"servers' current values", timeout=120)[1])
         go_on()
+        assert resumed + 4 * checkpoint_steps < train_steps, \
+            f"the chief resumed at {resumed}: too late to test a lost ps"
         at_kill = next_step(run, "worker:0",
                             at_least=resumed + 3 * checkpoint_steps)
         kill(run, logdir, "ps", 0, 3)
         # The ps lost the model: the chief restores the last checkpoint,
         # losing less than a quarter of the progress made.
-        restored = int(run.wait_for_line(
+        restored = int(run.next_line(
             r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
             timeout=120)[1])
         assert 0.75 * at_kill <= restored <= at_kill + 20, (at_kill, restored)
@@ -117,7 +148,7 @@ def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
     assert code == 0, output[-3000:]
     assert "all 2 worker(s) finished" in output
     result = read_result(logdir)
-    assert result["global_step"] >= 500
+    assert result["global_step"] >= 600
     assert result["test_accuracy"] >= 0.8
     # The restarted chief's RESULT counts the steps its own process made.
     assert result["examples"] <= (result["global_step"] - resumed) * 100
