@@ -247,14 +247,14 @@ def check_logdir(args, script):
     model's checkpoint (resuming from it would fail or mislead), and mark
     this one as `script`'s. Raises UsageError."""
     marker = os.path.join(args.logdir, "example.txt")
-    if os.path.exists(marker):
+    checkpoint = tf.train.latest_checkpoint(args.logdir)
+    if checkpoint and os.path.exists(marker):
         with open(marker) as stream:
             owner = stream.read().strip()
         if owner != script:
             raise cli.UsageError(
                 f"--logdir {args.logdir} holds a checkpoint of {owner}, not "
                 f"{script}; give this run a new --logdir")
-    checkpoint = tf.train.latest_checkpoint(args.logdir)
     if checkpoint:
         saved = dict(tf.train.list_variables(checkpoint))
         wanted = {variable.op.name: variable.shape.as_list()
