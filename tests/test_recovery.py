@@ -92,7 +92,7 @@ def next_step(run, job_index, at_least=0):
 
 
 def three_kills(logdir, script, asynchronous, train_steps=600,
-                checkpoint_steps=40):
+                checkpoint_steps=40, launcher_flags=()):
     """Runs `script` with --max_restarts 3 and SIGKILLs worker 1, then the
     chief, then ps 0, each at a known step once the previous kill has been
     recovered from. Returns (exit code, output, the step the restarted chief
@@ -104,10 +104,10 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
     however busy the machine is. A synchronous job waits by itself.
     """
     run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
-                   "--", script, "--train_steps", str(train_steps),
-                   "--log_every", "10",
-                   "--save_checkpoint_steps", str(checkpoint_steps),
-                   "--logdir", str(logdir)])
+               *launcher_flags, "--", script, "--train_steps", str(train_steps),
+               "--log_every", "10",
+               "--save_checkpoint_steps", str(checkpoint_steps),
+               "--logdir", str(logdir)])
 
     def pause_if_async(job, index):
         return pause(logdir, job, index) if asynchronous else (lambda: None)
@@ -155,14 +155,23 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
 def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
     logdir = run_dir / "run"
     code, output, resumed = three_kills(
-        logdir, os.path.join(REPO, "Hogwild", "hogwild.py"), asynchronous=True)
+        logdir, os.path.join(REPO, "Hogwild", "hogwild.py"), asynchronous=True,
+        launcher_flags=["--evaluator"])
     assert code == 0, output[-3000:]
-    assert "all 2 worker(s) finished" in output
+    assert "all 2 worker(s) and the evaluator finished" in output
     result = read_result(logdir)
     assert result["global_step"] >= 600
     assert result["test_accuracy"] >= 0.8
     # The restarted chief's RESULT counts the steps its own process made.
     assert result["examples"] <= (result["global_step"] - resumed) * 100
+    # The evaluator, never waited for, tested checkpoints as they came and
+    # ended with the chief's final one.
+    evaluated = re.findall(r"^\[evaluator:0\] global_step (\d+) test_accuracy "
+                           r"([\d.]+) ", output, re.MULTILINE)
+    assert len(evaluated) >= 2
+    assert int(evaluated[-1][0]) == result["global_step"]
+    assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
+    assert os.listdir(logdir / "eval")
 
 
 def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
