@@ -139,6 +139,8 @@ def main():
             config=cluster.session_config(task),  # Distributed:
             checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()
         # Only the pull goes through the hooks (stop at step, progress), once
         # per window: it follows the commit, so the global step they read is

@@ -176,6 +176,8 @@ def between_graph(args, gpus):
             config=cluster.session_config(task),  # Distributed:
             checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()

@@ -143,6 +143,8 @@ def main():
             checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
             save_checkpoint_steps=args.save_checkpoint_steps,
             stop_grace_period_secs=0) as session:  # Distributed: see Synchronous-SGD
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()
         # Only the commit goes through the hooks (stop at step, progress):
         # it returns once the synchronous update is applied. Local steps,

@@ -132,6 +132,8 @@ def main():
             # gradients that will not come, until the session's close ends
             # it: do not wait for it first (the default waits 120 s).
             stop_grace_period_secs=0) as session:
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = next_batch()

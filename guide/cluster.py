@@ -135,8 +135,8 @@ def announce_chief_ready(server, task):
     """Chief: tell every other worker that the variables are initialised.
 
     Adds a token to the `chief_ready` state on ps 0; `resumable_scaffold`
-    does the same after every session the chief creates, so that a restarted
-    ps hears it again.
+    does the same for every later session the chief creates, so that a
+    restarted ps hears it again.
     """
     if task.num_workers > 1:
         _run_in_own_graph(server, task,
@@ -210,8 +210,8 @@ class _Resume:
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
         self._initialize = tf.compat.v1.global_variables_initializer()
-        # Distributed: the signal the other workers wait for (every session
-        # the chief creates gives it again, for a restarted ps).
+        # Distributed: the signal the other workers wait for, given again
+        # by every session after the first, for a restarted ps.
         self._announce = (_state("chief_ready").enqueue(0)
                           if task and task.num_workers > 1 else tf.no_op())
         self._sessions = 0
@@ -230,7 +230,11 @@ class _Resume:
         if self._sessions == 1:
             # RESULT counts the steps this run made, not those it resumed.
             self._args.start_step = step
-        session.run(self._announce)
+        else:
+            # Distributed: a new session means a restarted ps, which lost
+            # the chief's signal; the first is given by the example itself,
+            # once its hooks are set up.
+            session.run(self._announce)
 
     def initialize(self, scaffold, session):
         """Scaffold init_fn, when there is no checkpoint to restore."""
@@ -277,7 +281,8 @@ def resumable_scaffold(task, args, global_step, ps_init_op=None):
     Chief: a restarted chief carries on from the parameter servers' values
     when they still hold the model (only the chief died), and from the last
     checkpoint when they lost it (a ps died), saying which in one line;
-    every session it creates gives the `chief_ready` signal again.
+    every session after its first gives the `chief_ready` signal again
+    (the example gives the first with `announce_chief_ready`).
     Non-chief: every session it creates (the first, and each after a ps
     restart) first waits for that signal, instead of TensorFlow's 30-second
     poll for the chief. Call it once the graph is built; `task` is None in a
