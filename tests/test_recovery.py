@@ -3,6 +3,7 @@ again and the run completes, resuming where it can."""
 
 import json
 import os
+import pathlib
 import re
 import select
 import signal
@@ -103,6 +104,7 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
     (SIGSTOP) meanwhile, so that the run does not end before the next kill
     however busy the machine is. A synchronous job waits by itself.
     """
+    logdir = pathlib.Path(logdir)
     run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
                *launcher_flags, "--", script, "--train_steps", str(train_steps),
                "--log_every", "10",
@@ -126,6 +128,9 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
         resumed = int(run.next_line(
             r"^\[worker:0\] resuming at global step (\d+) from the parameter "
             r"servers' current values", timeout=120)[1])
+        # The new chief trains (alone, if worker 1 is paused) before worker 1
+        # goes on, so that worker 1 cannot finish the run while it starts.
+        next_step(run, "worker:0")
         go_on()
         assert resumed + 4 * checkpoint_steps < train_steps, \
             f"the chief resumed at {resumed}: too late to test a lost ps"
