@@ -150,7 +150,10 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
         restored = int(run.next_line(
             r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
             timeout=120)[1])
-        assert restored == saved >= at_kill - checkpoint_steps - 5, (at_kill, saved)
+        # (A checkpoint is named after the global step read just before the
+        # save; another worker's update may land in between.)
+        assert saved <= restored <= saved + 10, (saved, restored)
+        assert restored >= at_kill - checkpoint_steps - 5, (at_kill, restored)
         code, output = run.finish(timeout=240)
     finally:
         run.kill()
