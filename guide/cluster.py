@@ -107,7 +107,9 @@ class PsLock:
 
     `around(build)` returns an op that takes the token, runs the ops that
     `build()` makes, and puts the token back, so no two workers run them at
-    once. The chief runs `initialize` once, before the others start.
+    once. The chief runs `initialize` whenever a ps 0 starts without the
+    model, before the others start: pass it to `resumable_scaffold` as its
+    `ps_init_op`, so that a restarted chief does not add a second token.
     """
 
     def __init__(self, name):
