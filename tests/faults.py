@@ -75,7 +75,7 @@ def run_once(example, steps, timeout, logdir, rng):
     """One run with one kill; returns (survived, victim, steps lost, seconds
     to recover, final global step)."""
     target = int(steps * rng.uniform(0.2, 0.7))
-    job, index = rng.choice(victims(example, 2))
+    job = index = None
     command = ["bash", os.path.join(REPO, example, "run.sh"), "--max_restarts",
                "3", "--timeout", str(timeout), "--train_steps", str(steps),
                "--log_every", str(max(1, steps // 60)), "--logdir", logdir]
@@ -85,6 +85,9 @@ def run_once(example, steps, timeout, logdir, rng):
     last_step = 0
     try:
         for line in lines(process, time.monotonic() + timeout + 30):
+            started = re.match(r"^\[launch\] \d+ ps \+ (\d+) worker", line)
+            if started and job is None:  # the task to kill, among those run
+                job, index = rng.choice(victims(example, int(started[1])))
             progress = PROGRESS.match(line)
             if progress:
                 last_step = max(last_step, int(progress[2]))
