@@ -13,8 +13,9 @@ is shown (Hogwild, DOWNPOUR, Synchronous-SGD), a worker for the others. A
 run survives when it exits 0 with the final global step at --steps or more.
 For each kill it measures the steps lost (the global step at the kill minus
 the step the chief resumed at, 0 when nothing was rolled back) and the
-seconds to recover (from the kill until the restarted task, or for a ps
-any worker, prints progress again).
+seconds to recover: from the kill until the chief says where it resumed
+from (a chief or ps killed), or until the restarted worker prints progress
+(none if the others finished the run first).
 """
 
 import argparse
@@ -103,8 +104,11 @@ def run_once(example, steps, timeout, logdir, rng):
                 continue
             if RESUMED.match(line) and resumed is None:
                 resumed = int(RESUMED.match(line)[1])
-            if recovered is None and progress and (
-                    job == "ps" or progress[1] == f"{job}:{index}"):
+            # Back: the chief has said where it resumed from (a chief or ps
+            # kill), or the restarted worker has made progress.
+            if recovered is None and (
+                    (RESUMED.match(line) and (job == "ps" or index == 0))
+                    or (progress and progress[1] == f"{job}:{index}")):
                 recovered = time.monotonic() - kill_time
         code = process.wait(timeout=60)
     finally:
