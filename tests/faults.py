@@ -137,11 +137,15 @@ def main():
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds before a run counts as hung")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random_only", action="store_true",
+                        help="skip the runs that kill worker 1, the chief "
+                             "and ps 0 in turn")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     scratch = tempfile.mkdtemp(prefix="faults-")
     all_survived = True
-    for example in [name for name in WHOLE_RECOVERY if name in args.examples]:
+    for example in [name for name in WHOLE_RECOVERY if name in args.examples
+                    and not args.random_only]:
         # Worker 1, then the chief, then ps 0, in one run.
         logdir = os.path.join(scratch, f"{example}-three-kills")
         script = [os.path.join(REPO, example, name)
