@@ -6,13 +6,15 @@
 # the synthetic benchmark); `make bench-synthetic` compares every scheme on
 # the same work on the synthetic data (about 13 min), `make bench-quick`
 # four of them (about 90 s); `make tensorboard` shows every example's runs/;
-# `make ui-test` checks TensorBoard in headless Chromium (about 3 min).
+# `make ui-test` checks TensorBoard in headless Chromium (about 3 min);
+# `make faults` kills a random task of every example at a random moment, 5
+# runs each (tens of minutes), and reports what survived.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test lint reliability bench bench-synthetic bench-quick \
-	tensorboard ui-test clean
+.PHONY: venv demo test lint reliability faults bench bench-synthetic \
+	bench-quick tensorboard ui-test clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +38,10 @@ test: lint
 # Not part of `make test`: 30 back-to-back runs of each synchronous example.
 reliability: venv
 	$(PY) tests/reliability.py
+
+# Not part of `make test` either: random kills with --max_restarts 3.
+faults: venv
+	$(PY) tests/faults.py
 
 # Not part of `make test` either: the benchmark, and its quick version.
 bench: venv

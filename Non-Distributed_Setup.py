@@ -46,7 +46,8 @@ def main():
              # test accuracy as training goes, with --eval_every
              report.AccuracyCurveHook(args, global_step, classifier, dataset)]
     with tf.compat.v1.train.MonitoredTrainingSession(
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
+            checkpoint_dir=args.logdir, hooks=hooks,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()

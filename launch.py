@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Runs one example as a whole cluster on this machine, and cleans up after it.
 
-    python launch.py [--ps 1] [--workers 2] [--coordinator] [--timeout 600] \
-        [--ignore_memory_check] -- SCRIPT [FLAGS...]
+    python launch.py [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
+        [--max_restarts 0] [--timeout 600] [--ignore_memory_check] \
+        -- SCRIPT [FLAGS...]
 
 Every example's run.sh is one call to this program. It
 
 - starts P parameter-server and W worker processes of SCRIPT on 127.0.0.1
-  (and, with --coordinator, one coordinator, "chief" in TF_CONFIG), on ports
-  the operating system reports free, and tells each its role through
-  TF_CONFIG;
+  (and, with --coordinator, one coordinator, "chief" in TF_CONFIG; with
+  --evaluator, one evaluator task), on ports the operating system reports
+  free, and tells each its role through TF_CONFIG;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
@@ -18,14 +19,17 @@ Every example's run.sh is one call to this program. It
   memory available (unless --ignore_memory_check);
 - if a task fails or dies, stops all the others at once, names the task,
   shows its last lines and exits 1; if a task rejected its input (exit code
-  2), shows its error once, on stderr, and exits 2;
+  2), shows its error once, on stderr, and exits 2; with --max_restarts N, a
+  task that dies or fails (other than with exit code 2) is instead started
+  again with the same TF_CONFIG, its log continuing in the same file, up to
+  N restarts in all;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
 Each task runs in its own process group, and asks the kernel to kill it if
-the launcher dies, so no task outlives the launcher. --ps, --workers and
---timeout may also come after SCRIPT (that is how `bash run.sh --workers 4`
-reaches here), and so may --coordinator and --ignore_memory_check; every
-other flag goes to SCRIPT.
+the launcher dies, so no task outlives the launcher. --ps, --workers,
+--timeout, --max_restarts, --coordinator, --evaluator and
+--ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
+--workers 4` reaches here); every other flag goes to SCRIPT.
 Standard library only.
 """
 
@@ -61,6 +65,21 @@ CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
                      r"|I\d{4} |To enable the following instructions)")
 
 
+RESTARTS_HELP = """\
+Restarts (--max_restarts N): a task that dies (a signal) or exits non-zero
+is started again, with the same TF_CONFIG, the same port and the same
+--logdir, up to N restarts in all over the job; exit code 2 (bad input) is
+never retried. The examples then resume: a worker rejoins, a restarted chief
+carries on from the ps (or from the last checkpoint if a ps was lost), a
+restarted ps gets the last checkpoint. This is what a TFJob's
+`restartPolicy: OnFailure` (or `ExitCode`, which retries exit codes of 128
+and more, i.e. deaths by signal) does for a pod, with N as its
+`runPolicy.backoffLimit`, and what torchrun's
+`--max-restarts` does, except that torchrun restarts every worker of the
+group while this restarts only the task that failed, as Kubernetes does.
+With the default, 0, the first failure stops the whole job."""
+
+
 class LaunchError(Exception):
     """Bad launcher input: one line on stderr, exit code 2."""
 
@@ -87,7 +106,8 @@ def parse_command_line(argv):
     """Splits argv into launcher options, the script and the script's flags."""
     parser = argparse.ArgumentParser(
         prog="launch.py", allow_abbrev=False, add_help=False,
-        description="Run an example as a local cluster.")
+        description="Run an example as a local cluster.",
+        epilog=RESTARTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ps", type=int, default=1,
                         help="parameter-server tasks (default 1)")
     parser.add_argument("--workers", type=int, default=2,
@@ -99,6 +119,14 @@ def parse_command_line(argv):
                         help="also start a coordinator task, \"chief\" in "
                              "TF_CONFIG, as TensorFlow 2's "
                              "ParameterServerStrategy wants")
+    parser.add_argument("--evaluator", action="store_true",
+                        help="also start an evaluator task, \"evaluator\" in "
+                             "TF_CONFIG, that tests each new checkpoint of "
+                             "the chief; training never waits for it")
+    parser.add_argument("--max_restarts", type=int, default=0,
+                        help="restart a task that dies or fails, up to this "
+                             "many times in all (default 0: the first "
+                             "failure stops the job); see below")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the whole job is stopped "
                              "(default 600; inf for no limit)")
@@ -117,7 +145,9 @@ def parse_command_line(argv):
     options, unknown = parser.parse_known_args(argv[:split])
     if unknown:
         raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
-                          f"--ps, --workers and --timeout")
+                          f"--ps, --workers, --coordinator, --evaluator, "
+                          f"--max_restarts, --timeout and "
+                          f"--ignore_memory_check")
     if split + 1 >= len(argv):
         raise LaunchError("no script given after --")
     script, rest = argv[split + 1], argv[split + 2:]
@@ -136,12 +166,16 @@ def parse_command_line(argv):
     if options.workers < 1:
         raise LaunchError(f"need --workers 1 or more, got --workers "
                           f"{options.workers}")
+    if options.max_restarts < 0:
+        raise LaunchError(f"--max_restarts must be 0 or more, got "
+                          f"{options.max_restarts}")
     if not options.timeout > 0:
         raise LaunchError(f"--timeout must be positive, got {options.timeout}")
     if not os.path.isfile(script):
         raise LaunchError(f"script {script} not found (from {os.getcwd()})")
     if not options.ignore_memory_check:
-        check_memory(options.ps + options.workers + int(options.coordinator))
+        check_memory(options.ps + options.workers + int(options.coordinator)
+                     + int(options.evaluator))
     return options, parser, script, script_args
 
 
@@ -237,14 +271,19 @@ def free_ports(count):
             probe.close()
 
 
+try:
+    # Looked up once, here: a restarted task is forked while reader threads
+    # run, and the child should then do as little as possible before exec.
+    _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+except OSError:  # not Linux: the launcher's own teardown still applies
+    _PRCTL = None
+
+
 def die_with_parent():
     """Runs in each child before exec: SIGKILL it if the launcher dies."""
     pr_set_pdeathsig = 1
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(
-            pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:  # not Linux: the launcher's own teardown still applies
-        pass
+    if _PRCTL is not None:
+        _PRCTL(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class Task:
@@ -253,13 +292,20 @@ class Task:
     def __init__(self, job, index, command, env, log_path):
         self.name = f"{job}:{index}"
         self.job = job
+        self.command, self.env = command, env
         self.log = open(log_path, "w", buffering=1)
         self.last_lines = collections.deque(maxlen=LAST_LINES)
-        self.process = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=die_with_parent)
+        self.process = None
+        self.spawn()
         self.returncode = None
+
+    def spawn(self):
+        """Starts the task's process (again, after a restart: same command,
+        same TF_CONFIG, same log file)."""
+        self.process = subprocess.Popen(
+            self.command, env=self.env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=die_with_parent)
 
     def stop(self, sig):
         """Signals the task's whole process group, if it is still running."""
@@ -284,16 +330,23 @@ class Launcher:
     def start(self):
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
-        ports = free_ports(ps_count + worker_count + chief_count)
+        evaluator_count = int(self.options.evaluator)
+        ports = free_ports(ps_count + worker_count + chief_count +
+                           evaluator_count)
         cluster = {"worker": [f"127.0.0.1:{port}" for port in
                               ports[ps_count:ps_count + worker_count]]}
         if ps_count:
             cluster["ps"] = [f"127.0.0.1:{port}" for port in ports[:ps_count]]
         if chief_count:
-            cluster["chief"] = [f"127.0.0.1:{ports[-1]}"]
+            cluster["chief"] = [f"127.0.0.1:{ports[ps_count + worker_count]}"]
+        if evaluator_count:
+            # As a TFJob does: the evaluator is in every task's cluster, but
+            # no training task ever connects to it.
+            cluster["evaluator"] = [f"127.0.0.1:{ports[-1]}"]
         os.makedirs(os.path.join(self.logdir, "logs"), exist_ok=True)
         say(f"{ps_count} ps + {worker_count} worker(s)"
-            f"{' + a coordinator' if chief_count else ''} of {self.script} on "
+            f"{' + a coordinator' if chief_count else ''}"
+            f"{' + an evaluator' if evaluator_count else ''} of {self.script} on "
             f"127.0.0.1 ports {', '.join(map(str, ports))}; logs and results "
             f"in {self.logdir}")
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -303,7 +356,8 @@ class Launcher:
         gpus = visible_gpus() if self.options.gpu_per_worker else []
         roles = [("ps", i) for i in range(ps_count)] + \
                 [("worker", i) for i in range(worker_count)] + \
-                [("chief", 0)] * chief_count
+                [("chief", 0)] * chief_count + \
+                [("evaluator", 0)] * evaluator_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
         for job, index in roles:
@@ -314,13 +368,18 @@ class Launcher:
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
             self.tasks.append(Task(job, index, command, env, log_path))
         for task in self.tasks:
-            reader = threading.Thread(target=self.pump, args=(task,), daemon=True)
-            reader.start()
-            self.readers.append(reader)
+            self.read(task)
 
-    def pump(self, task):
+    def read(self, task):
+        """Starts the thread that pumps the task's current process."""
+        reader = threading.Thread(target=self.pump, args=(task, task.process),
+                                  daemon=True)
+        reader.start()
+        self.readers.append(reader)
+
+    def pump(self, task, process):
         """Copies a task's output to its log and, prefixed, to our stdout."""
-        for raw in task.process.stdout:
+        for raw in process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             task.log.write(line + "\n")
             if CHATTER.match(line):
@@ -336,13 +395,15 @@ class Launcher:
                     continue
                 if self.streaming:
                     show(f"[{task.name}] {line}")
-        task.process.stdout.close()
-        self.events.put((task, task.process.wait()))
+        process.stdout.close()
+        self.events.put((task, process.wait()))
 
     def supervise(self):
         """Waits for the outcome; returns the launcher's exit code."""
         deadline = time.monotonic() + self.options.timeout
-        workers_left = sum(task.job in ("worker", "chief") for task in self.tasks)
+        awaited = ("worker", "chief", "evaluator")
+        workers_left = sum(task.job in awaited for task in self.tasks)
+        restarts = 0
         while workers_left:
             left = max(0.0, deadline - time.monotonic())
             try:
@@ -355,9 +416,20 @@ class Launcher:
                     f"stopped every task")
                 return EXIT_TIMEOUT
             task.returncode = code
+            if code not in (0, 2) and restarts < self.options.max_restarts:
+                restarts += 1
+                how = (f"died (signal {-code})" if code < 0
+                       else f"exited with code {code}")
+                message = (f"{task.name} {how}; restarting it ({restarts} of "
+                           f"{self.options.max_restarts})")
+                say(message)
+                task.log.write(f"[launch] {message}\n")
+                task.spawn()
+                self.read(task)
+                continue
             if code != 0:
                 return self.fail(task, code)
-            if task.job in ("worker", "chief"):
+            if task.job in awaited:
                 workers_left -= 1
         # Every worker is done, so no ps has anything left to serve. A ps
         # exits on its own once its workers have signalled it (that is what
@@ -366,7 +438,8 @@ class Launcher:
         # output is unbuffered, so its log is complete.
         self.teardown(quiet=False)
         say(f"all {self.options.workers} worker(s)"
-            f"{' and the coordinator' if self.options.coordinator else ''} "
+            f"{' and the coordinator' if self.options.coordinator else ''}"
+            f"{' and the evaluator' if self.options.evaluator else ''} "
             f"finished; "
             f"logs and results in {self.logdir}")
         return 0

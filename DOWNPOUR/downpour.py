@@ -37,9 +37,12 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, model, report
+    from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
@@ -108,8 +111,9 @@ def main():
             commit_log.record_pull(global_step))
 
     # --- Train: the chief initialises, the others wait for it ---
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
@@ -123,7 +127,8 @@ def main():
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         if task.is_chief:
             cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()

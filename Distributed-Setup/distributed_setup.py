@@ -32,9 +32,12 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, model, report
+    from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster ---
     # Distributed: a ClusterSpec names every task; each process runs a Server
@@ -76,8 +79,9 @@ def main():
     # --- The session ---
     # Distributed: the chief (worker 0) initialises the variables and writes
     # checkpoints and summaries; the others wait until it is done, then join.
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
@@ -87,7 +91,8 @@ def main():
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         if task.is_chief:
             cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()

@@ -28,9 +28,12 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, model, report
+    from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:

@@ -101,7 +101,8 @@ def towers(args, gpus):
              report.AccuracyCurveHook(args, global_step, classifier, dataset)]
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks,
-            config=session_config) as session:
+            config=session_config,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         used = None
         while not session.should_stop():
@@ -142,9 +143,12 @@ def between_graph(args, gpus):
     """Between-graph replication: this process is one task of the cluster."""
     import tensorflow as tf
 
-    from guide import cluster, model, report
+    from guide import cluster, evaluator, model, report
 
     task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
     server = tf.distribute.Server(  # Distributed:
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
@@ -174,8 +178,9 @@ def between_graph(args, gpus):
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
@@ -185,7 +190,8 @@ def between_graph(args, gpus):
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks) as session:
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
         if task.is_chief:
             cluster.announce_chief_ready(server, task)  # Distributed:
         start = time.perf_counter()

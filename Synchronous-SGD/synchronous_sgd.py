@@ -53,9 +53,12 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, model, report
+    from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
@@ -114,8 +117,9 @@ def main():
     barrier = cluster.step_barrier(task) if args.exact else None  # Distributed:
 
     # --- Train: the chief initialises, the others wait for it ---
-    if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+    # Distributed: the chief initialises or resumes, the others wait for its
+    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
     # Distributed: the chief's hook applies the updates and hands out tokens,
     # a token per worker after each update.
     sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)  # Distributed:
@@ -135,7 +139,8 @@ def main():
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,  # Distributed:
             config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks,
+            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # gradients that will not come, until the session's close ends
             # it: do not wait for it first (the default waits 120 s).

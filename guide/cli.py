@@ -2,9 +2,9 @@
 
 Every example takes the same common flags (`--train_steps`, `--batch_size`,
 `--learning_rate`, `--seed`, `--dataset`, `--data_dir`, `--logdir`,
-`--log_every`, `--eval_every`), and the distributed ones also take
-TensorFlow's classic cluster flags (`--ps_hosts --worker_hosts --job_name
---task_index`).
+`--log_every`, `--save_checkpoint_steps`, `--eval_every`), and the
+distributed ones also take TensorFlow's classic cluster flags (`--ps_hosts
+--worker_hosts --job_name --task_index`).
 
 Bad input is reported as one line on stderr with exit code 2: raise
 `UsageError` anywhere under `run_main` and it is turned into exactly that.
@@ -142,6 +142,11 @@ def make_parser(doc, script_file, *, distributed=True, train_steps=(1000, 6000),
     training.add_argument("--log_every", type=int, default=0,
                           help="print progress every this many local steps "
                                "(0: about ten lines per run)")
+    training.add_argument("--save_checkpoint_steps", type=int, default=0,
+                          help="the chief writes a checkpoint every this "
+                               "many global steps, which a restarted task "
+                               "resumes from (0: every 5%% of "
+                               "--train_steps)")
     training.add_argument("--eval_every", type=int, default=0,
                           help="the chief measures test accuracy every this "
                                "many global steps and writes the curve to "
@@ -178,12 +183,18 @@ def parse(parser, argv=None):
     if not 0 < args.learning_rate < math.inf:
         raise UsageError(f"--learning_rate must be a positive number, got "
                          f"{args.learning_rate}")
-    for name in ("log_every", "eval_every"):
+    for name in ("log_every", "eval_every", "save_checkpoint_steps"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} must be 0 or more, got "
                              f"{getattr(args, name)}")
     if args.log_every == 0:
         args.log_every = max(1, args.train_steps // 10)
+    if args.save_checkpoint_steps == 0:
+        args.save_checkpoint_steps = max(1, args.train_steps // 20)
+    # The global step this run started from: more than 0 when it resumed
+    # from a checkpoint (`cluster.resumable_scaffold` sets it), so that the
+    # RESULT counts only the steps this run made.
+    args.start_step = 0
     if args.logdir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.logdir = os.path.join(args.script_dir, "runs",

@@ -10,9 +10,20 @@ sleeps or polls:
   session starts at once, without the 30-second poll.
 - `training_finished`: the chief waits until every other worker has stopped
   training before it evaluates, so the result counts every worker's updates.
-- `signal_done` / `serve_until_workers_done`: each ps owns a "done" queue;
-  every worker puts one token into each when it has finished, and a ps exits
-  once it has taken one token per worker.
+- `signal_done` / `serve_until_workers_done`: each ps owns a "done" queue per
+  worker; every worker puts a token into its own when it has finished, and a
+  ps exits once every worker's queue holds one.
+
+Every one of these signals is a state, not a message used up by whoever
+reads it: a queue that holds a token once the signal is given, read by
+`_peek` (take the token and put it back, in one step). A worker that starts
+late or again, or a chief that restarts, reads the same state; a worker
+that signals twice just adds a token. The waits still block on a queue,
+with no polling.
+
+`resumable_scaffold` is the chief's side of recovery: it restores the last
+checkpoint when the ps has lost the model, carries on from the ps when it
+has not, says which, and refuses a logdir that holds another model.
 
 `local_variables` is the other piece the local-copy schemes need: variables
 that belong to one worker and that no other task sees.
@@ -25,6 +36,8 @@ per step) and `gradients_waiting` (for the dropped-gradient count).
 """
 
 import contextlib
+import os
+import sys
 
 import tensorflow as tf
 
@@ -69,12 +82,34 @@ def _queue(name, ps_index, capacity):
                                   shared_name=name, name=name)
 
 
+# Room in a state queue for every token that restarts and repeated signals
+# could put there: a token is added per (re)start, never a token per step.
+_STATE_CAPACITY = 1 << 16
+
+
+def _state(name, ps_index=0):
+    """A signal that, once given, stays given: a queue on a ps holding one
+    token per time it was given (`_STATE_CAPACITY` leaves room for all)."""
+    return _queue(name, ps_index, _STATE_CAPACITY)
+
+
+def _peek(queue):
+    """Op: block until `queue` holds a token, and leave it there.
+
+    Takes a token and puts it back in one step, so any number of readers,
+    one after another or again after a restart, all see the signal.
+    """
+    return queue.enqueue(queue.dequeue())
+
+
 class PsLock:
     """A lock every worker shares: a queue on ps 0 that holds one token.
 
     `around(build)` returns an op that takes the token, runs the ops that
     `build()` makes, and puts the token back, so no two workers run them at
-    once. The chief runs `initialize` once, before the others start.
+    once. The chief runs `initialize` whenever a ps 0 starts without the
+    model, before the others start: pass it to `resumable_scaffold` as its
+    `ps_init_op`, so that a restarted chief does not add a second token.
     """
 
     def __init__(self, name):
@@ -99,37 +134,180 @@ def _run_in_own_graph(server, task, build):
 
 
 def announce_chief_ready(server, task):
-    """Chief: tell every other worker that the variables are initialised."""
+    """Chief: tell every other worker that the variables are initialised.
+
+    Adds a token to the `chief_ready` state on ps 0; `resumable_scaffold`
+    does the same for every later session the chief creates, so that a
+    restarted ps hears it again.
+    """
     if task.num_workers > 1:
-        _run_in_own_graph(server, task, lambda: _queue(
-            "chief_ready", 0, task.num_workers).enqueue_many(
-                [[0] * (task.num_workers - 1)]))
+        _run_in_own_graph(server, task,
+                          lambda: _state("chief_ready").enqueue(0))
 
 
 def wait_for_chief(server, task):
-    """Non-chief: block until the chief has initialised the variables."""
+    """Non-chief: block until the chief has initialised the variables.
+
+    Reads the state without using it up, so a worker that starts late or
+    again passes at once.
+    """
     print(f"worker {task.task_index} waits for the chief (worker 0) to "
           f"initialise the variables", flush=True)
-    _run_in_own_graph(server, task, lambda: _queue(
-        "chief_ready", 0, task.num_workers).dequeue())
+    _run_in_own_graph(server, task, lambda: _peek(_state("chief_ready")))
 
 
 def training_finished(server, task):
     """Every worker calls this when its training loop ends.
 
-    A non-chief puts a token on ps 0 and goes on; the chief takes one token
-    per other worker, so it returns only once they have all stopped updating
-    the model. The chief's evaluation then sees every worker's last update.
+    A non-chief gives its own `training_finished_<i>` signal on ps 0 and
+    goes on; the chief blocks until every other worker's signal is given, so
+    it returns only once they have all stopped updating the model. The
+    chief's evaluation then sees every worker's last update. One state per
+    worker: a worker that finished twice (it died and came back) counts
+    once, and a restarted chief finds the signals already given.
     """
-    others = task.num_workers - 1
-    if not others:
+    if task.num_workers == 1:
         return
     if task.is_chief:
-        _run_in_own_graph(server, task, lambda: _queue(
-            "training_finished", 0, others).dequeue_many(others))
+        _run_in_own_graph(server, task, lambda: tf.group(*[
+            _peek(_state(f"training_finished_{index}"))
+            for index in range(1, task.num_workers)]))
     else:
-        _run_in_own_graph(server, task, lambda: _queue(
-            "training_finished", 0, others).enqueue(task.task_index))
+        _run_in_own_graph(server, task, lambda: _state(
+            f"training_finished_{task.task_index}").enqueue(task.task_index))
+
+
+class _ResumingSaver(tf.compat.v1.train.Saver):
+    """The chief's Saver: writes checkpoints as usual, but restores one only
+    when the parameter servers have lost the model.
+
+    MonitoredTrainingSession's chief restores the last checkpoint whenever
+    there is one. When only the chief was restarted, the ps still holds a
+    newer model than that checkpoint, which the other workers kept training:
+    restoring it would throw their progress away.
+    """
+
+    def __init__(self, resume, **kwargs):
+        super().__init__(**kwargs)
+        self._resume = resume
+
+    def restore(self, sess, save_path):
+        if self._resume.model_on_ps(sess):
+            return self._resume.carry_on(sess, "the parameter servers' "
+                                               "current values")
+        super().restore(sess, save_path)
+        sess.run(self._resume.ps_init_op)
+        return self._resume.carry_on(sess, f"checkpoint {save_path}")
+
+
+class _Resume:
+    """What `resumable_scaffold` builds for the chief: the ops its session
+    creation needs, made before MonitoredTrainingSession finalises the
+    graph, and the one line that says how the run resumed."""
+
+    def __init__(self, task, args, global_step, ps_init_op):
+        self._args = args
+        # Distributed: state on the ps that is not a variable (a lock's
+        # token), set up whenever the ps starts without the model.
+        self.ps_init_op = ps_init_op if ps_init_op is not None else tf.no_op()
+        self._global_step = global_step
+        self._uninitialized = tf.compat.v1.report_uninitialized_variables(
+            tf.compat.v1.global_variables())
+        self._initialize = tf.compat.v1.global_variables_initializer()
+        # Distributed: the signal the other workers wait for, given again
+        # by every session after the first, for a restarted ps.
+        self._announce = (_state("chief_ready").enqueue(0)
+                          if task and task.num_workers > 1 else tf.no_op())
+        self._sessions = 0
+
+    def model_on_ps(self, session):
+        """Whether every global variable is initialised: the ps kept it."""
+        return not len(session.run(self._uninitialized))
+
+    def carry_on(self, session, source):
+        """Says where the model came from (unless it is a fresh start) and
+        lets the other workers in."""
+        step = int(session.run(self._global_step))
+        self._sessions += 1
+        if source:
+            print(f"resuming at global step {step} from {source}", flush=True)
+        if self._sessions == 1:
+            # RESULT counts the steps this run made, not those it resumed.
+            self._args.start_step = step
+        else:
+            # Distributed: a new session means a restarted ps, which lost
+            # the chief's signal; the first is given by the example itself,
+            # once its hooks are set up.
+            session.run(self._announce)
+
+    def initialize(self, scaffold, session):
+        """Scaffold init_fn, when there is no checkpoint to restore."""
+        if self.model_on_ps(session):
+            self.carry_on(session, "the parameter servers' current values "
+                                   "(no checkpoint yet)")
+        else:
+            session.run([self._initialize, self.ps_init_op])
+            self.carry_on(session, None)
+
+
+def check_logdir(args, script):
+    """Chief: refuse a --logdir that holds another example's or another
+    model's checkpoint (resuming from it would fail or mislead), and mark
+    this one as `script`'s. Raises UsageError."""
+    marker = os.path.join(args.logdir, "example.txt")
+    checkpoint = tf.train.latest_checkpoint(args.logdir)
+    if checkpoint and os.path.exists(marker):
+        with open(marker) as stream:
+            owner = stream.read().strip()
+        if owner != script:
+            raise cli.UsageError(
+                f"--logdir {args.logdir} holds a checkpoint of {owner}, not "
+                f"{script}; give this run a new --logdir")
+    if checkpoint:
+        saved = dict(tf.train.list_variables(checkpoint))
+        wanted = {variable.op.name: variable.shape.as_list()
+                  for variable in tf.compat.v1.global_variables()}
+        if saved != wanted:
+            differ = sorted(name for name in set(saved) | set(wanted)
+                            if saved.get(name) != wanted.get(name))
+            raise cli.UsageError(
+                f"--logdir {args.logdir} holds a checkpoint of another model "
+                f"({len(differ)} variable(s) differ, e.g. {differ[0]}); give "
+                f"this run a new --logdir")
+    os.makedirs(args.logdir, exist_ok=True)
+    with open(marker, "w") as stream:
+        stream.write(script + "\n")
+
+
+def resumable_scaffold(task, args, global_step, ps_init_op=None):
+    """The Scaffold for MonitoredTrainingSession that makes restarts work.
+
+    Chief: a restarted chief carries on from the parameter servers' values
+    when they still hold the model (only the chief died), and from the last
+    checkpoint when they lost it (a ps died), saying which in one line;
+    every session after its first gives the `chief_ready` signal again
+    (the example gives the first with `announce_chief_ready`).
+    Non-chief: every session it creates (the first, and each after a ps
+    restart) first waits for that signal, instead of TensorFlow's 30-second
+    poll for the chief. Call it once the graph is built; `task` is None in a
+    single process. `ps_init_op` sets up what else the ps holds (a
+    `PsLock`): it runs once per ps that starts without the model, never
+    again when a chief carries on from the ps.
+    """
+    if task is None or task.is_chief:
+        check_logdir(args, os.path.basename(sys.argv[0]))
+        resume = _Resume(task, args, global_step, ps_init_op)
+        saver = _ResumingSaver(resume, sharded=True, allow_empty=True,
+                               max_to_keep=3)
+        return tf.compat.v1.train.Scaffold(
+            init_op=tf.no_op(), init_fn=resume.initialize, saver=saver)
+    # Distributed: check (and then initialise the local variables) only once
+    # the chief has said the model is on the ps.
+    with tf.control_dependencies([_peek(_state("chief_ready"))]):
+        ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
+            tf.compat.v1.global_variables())
+    return tf.compat.v1.train.Scaffold(
+        ready_for_local_init_op=ready_for_local_init)
 
 
 class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
@@ -226,7 +404,7 @@ def step_barrier(task):
 def signal_done(server, task):
     """Worker: tell every ps that this worker will send no more requests."""
     _run_in_own_graph(server, task, lambda: tf.group(*[
-        _queue(f"done_{ps_index}", ps_index, task.num_workers).enqueue(
+        _state(f"done_{ps_index}_{task.task_index}", ps_index).enqueue(
             task.task_index) for ps_index in range(task.num_ps)]))
 
 
@@ -263,10 +441,11 @@ def serve_until_workers_done(server, task):
     Returns instead of blocking forever like `server.join()`, so a parameter
     server started by hand exits on its own at the end of training.
     """
-    def take_one_token_per_worker():
-        queue = _queue(f"done_{task.task_index}", task.task_index,
-                       task.num_workers)
-        return queue.dequeue_many(task.num_workers)
+    def every_worker_done():
+        # One state per worker: a worker that signals twice counts once.
+        return tf.group(*[
+            _peek(_state(f"done_{task.task_index}_{index}", task.task_index))
+            for index in range(task.num_workers)])
 
-    _run_in_own_graph(server, task, take_one_token_per_worker)
+    _run_in_own_graph(server, task, every_worker_done)
     cli.exit_with_teardown()  # the workers may still be closing sessions

@@ -3,7 +3,11 @@
 Read from `TF_CONFIG` when it is set (the convention of Kubernetes' TFJob and
 other orchestrators), else from the classic flags `--ps_hosts --worker_hosts
 --job_name --task_index`. A "chief" (or "master") entry in TF_CONFIG is treated
-as worker 0, with the other workers numbered after it. No TensorFlow here.
+as worker 0, with the other workers numbered after it. An "evaluator" entry,
+as a TFJob with an Evaluator replica sets it, is no part of the training
+cluster: that task only reads the chief's checkpoints. TF_CONFIG's other
+keys, such as TFJob's `"environment": "cloud"`, are ignored. No TensorFlow
+here.
 """
 
 import dataclasses
@@ -90,10 +94,11 @@ def _from_tf_config(text):
             task_type = "worker"
         elif task_type == "worker":
             task_index += 1
-    unknown = sorted(set(cluster) - {"ps", "worker"})
+    unknown = sorted(set(cluster) - {"ps", "worker", "evaluator"})
     if unknown:
         raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
-                         f"these examples use only ps and worker (and chief)")
+                         f"these examples use only ps and worker (and chief, "
+                         f"evaluator)")
     return cluster, task_type, task_index, "TF_CONFIG"
 
 
@@ -146,6 +151,14 @@ def resolve(args, environ, *, needs_ps=True):
         cluster, job_name, task_index, source = _from_tf_config(tf_config)
     else:
         cluster, job_name, task_index, source = _from_flags(args)
+    # Distributed: the evaluator is no part of training; no task connects to it.
+    evaluators = cluster.pop("evaluator", [])
+    if job_name == "evaluator" and evaluators:
+        if not 0 <= task_index < len(evaluators):
+            raise UsageError(f"task index {task_index} from {source} is out "
+                             f"of range for {len(evaluators)} evaluator(s)")
+        return TaskConfig(cluster=cluster, job_name="evaluator",
+                          task_index=task_index)
     if "worker" not in cluster:
         raise UsageError(f"the cluster from {source} has no worker; add at "
                          f"least one")

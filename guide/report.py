@@ -191,8 +191,17 @@ def run_without_hooks(session, fetches, feed_dict=None):
     per window that the hooks should see.
     """
     if hasattr(session, "run_step_fn"):  # a MonitoredSession
-        return session.run_step_fn(
-            lambda step_context: step_context.session.run(fetches, feed_dict))
+        def step(step_context):
+            return step_context.session.run(fetches, feed_dict)
+        try:
+            return session.run_step_fn(step)
+        except RuntimeError as error:
+            # Distributed: when a restarted ps made the MonitoredSession
+            # build a new session during the call, TensorFlow hands the step
+            # the old, closed one; the next call gets the new one.
+            if "closed Session" not in str(error):
+                raise
+            return session.run_step_fn(step)
     return session.run(fetches, feed_dict)
 
 
@@ -433,7 +442,9 @@ def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
     and the final test figures to TensorBoard."""
     write_scalars(args.logdir, step, {"test_accuracy": test_accuracy,
                                       "test_loss": test_loss})
-    examples = step * (examples_per_step or args.batch_size)
+    # Only the steps this run made: a resumed run started at args.start_step.
+    examples = (step - getattr(args, "start_step", 0)) * (
+        examples_per_step or args.batch_size)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
         "global_step": int(step),

@@ -11,7 +11,7 @@ import sys
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
-                    choices=("ok", "fail", "bad_input", "hang"))
+                    choices=("ok", "fail", "fail_once", "bad_input", "hang"))
 parser.add_argument("--logdir")
 args = parser.parse_args()
 
@@ -25,6 +25,11 @@ print(f"ready pid={os.getpid()} port={port}", flush=True)
 
 if job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it
+elif args.mode == "fail_once" and job == "worker" and index == 1 \
+        and not os.path.exists(os.path.join(args.logdir, "failed_once")):
+    open(os.path.join(args.logdir, "failed_once"), "w").close()
+    print("worker 1 fails this once", flush=True)
+    sys.exit(3)
 elif args.mode == "fail" and index == 1:
     print("worker 1 is about to fail", flush=True)
     sys.exit(3)

@@ -48,6 +48,27 @@ def test_a_task_index_of_digits_reads_as_tensorflow_reads_it():
     assert task.task_index == 1 and task.name == "worker:1"
 
 
+def test_a_tfjob_tf_config_with_chief_evaluator_and_environment():
+    # The shape Kubeflow's operator injects (see shared k8s notes): compact
+    # JSON, cluster keys lower-cased and sorted, "environment": "cloud".
+    cluster = {"chief": ["j-chief-0.ns.svc:2222"],
+               "evaluator": ["j-evaluator-0.ns.svc:2222"],
+               "ps": ["j-ps-0.ns.svc:2222"],
+               "worker": ["j-worker-0.ns.svc:2222", "j-worker-1.ns.svc:2222"]}
+
+    def resolve(task_type, index):
+        return config.resolve(flags(), {"TF_CONFIG": json.dumps(
+            {"cluster": cluster, "task": {"type": task_type, "index": index},
+             "environment": "cloud"}, separators=(",", ":"))})
+
+    chief, worker, evaluator = (resolve("chief", 0), resolve("worker", 1),
+                                resolve("evaluator", 0))
+    assert chief.is_chief and worker.name == "worker:2"
+    assert "evaluator" not in chief.cluster and chief.num_workers == 3
+    assert evaluator.name == "evaluator:0" and not evaluator.is_chief
+    assert evaluator.cluster == chief.cluster
+
+
 @pytest.mark.parametrize("environ, message", [
     ({"TF_CONFIG": "{not json"}, "TF_CONFIG is not valid JSON"),
     ({"TF_CONFIG": '{"cluster": {}}'}, 'needs a "cluster" and a "task"'),
@@ -59,7 +80,7 @@ def test_a_task_index_of_digits_reads_as_tensorflow_reads_it():
     (tf_config(CLUSTER, "worker", 0.5), "task index must be an integer"),
     (tf_config({"ps": ["h:1"], "worker": ["nohost"]}, "ps", 0), "is not host:port"),
     (tf_config({"worker": ["h:1"]}, "worker", 0), "has no ps"),
-    (tf_config(dict(CLUSTER, evaluator=["h:9"]), "worker", 0), "job(s) evaluator"),
+    (tf_config(dict(CLUSTER, trainer=["h:9"]), "worker", 0), "job(s) trainer"),
 ])
 def test_bad_tf_config_is_one_clear_error(environ, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(

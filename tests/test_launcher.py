@@ -165,3 +165,48 @@ def test_each_worker_gets_its_own_gpu_and_the_ps_none(monkeypatch):
     assert [launch_module.gpu_for("worker", index, gpus) for index in range(3)] \
         == ["3", "5", ""]  # a worker beyond the GPUs runs on the CPU
     assert launch_module.gpu_for("ps", 0, gpus) == ""
+
+
+def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(run_dir):
+    result = run(launch(run_dir, "--max_restarts", "1", mode="fail_once"),
+                 timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[launch] worker:1 exited with code 3; restarting it (1 of 1)" \
+        in result.stdout
+    log = (run_dir / "run" / "logs" / "worker-1.log").read_text()
+    ports = re.findall(r"port=(\d+)", log)
+    assert len(ports) == 2 and ports[0] == ports[1]  # the same TF_CONFIG
+    assert log.index("fails this once") < log.index("worker 1 done")
+
+
+def test_restarts_run_out_and_then_the_job_fails(run_dir):
+    result = run(launch(run_dir, "--max_restarts", "2", mode="fail"),
+                 timeout=60)
+    assert result.returncode == 1
+    assert "restarting it (2 of 2)" in result.stdout
+    assert "restarting it (3 of" not in result.stdout
+    assert "worker:1 exited with code 3; stopped every other task" in result.stdout
+
+
+def test_bad_input_is_never_restarted(run_dir):
+    result = run(launch(run_dir, "--max_restarts", "3", mode="bad_input"),
+                 timeout=60)
+    assert result.returncode == 2
+    assert "restarting" not in result.stdout
+
+
+def test_an_evaluator_is_in_tf_config_and_the_job_waits_for_it(run_dir):
+    # --max_restarts and --evaluator also come after the script, like --workers.
+    result = run(launch(run_dir) + ["--evaluator", "--max_restarts", "1"],
+                 timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[evaluator:0] worker 0 done" in result.stdout  # fake_task's words
+    assert "all 2 worker(s) and the evaluator finished" in result.stdout
+    assert len(set(re.findall(r"port=(\d+)", result.stdout))) == 4
+
+
+def test_help_explains_restarts():
+    result = run([PYTHON, LAUNCH, "--help"], timeout=30)
+    assert result.returncode == 0
+    for words in ("--max_restarts", "restartPolicy: OnFailure", "--max-restarts"):
+        assert words in result.stdout

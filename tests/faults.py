@@ -1,0 +1,198 @@
+"""Kills a random task of each example at a random moment, many times, and
+counts the runs that still completed.
+
+Not part of the test suite (it takes minutes per example); run it with
+`make faults` or:
+
+    python tests/faults.py [--runs 5] [--steps 600] [EXAMPLE ...]
+
+Each run is the example's run.sh with `--max_restarts 3`. Once the global
+step passes a random point between 20% and 70% of --steps, one task is
+SIGKILLed by pid: any worker or ps 0 for the examples whose whole recovery
+is shown (Hogwild, DOWNPOUR, Synchronous-SGD), a worker for the others. A
+run survives when it exits 0 with the final global step at --steps or more.
+For each kill it measures the steps lost (the global step at the kill minus
+the step the chief resumed at, 0 when nothing was rolled back) and the
+seconds to recover: from the kill until the chief says where it resumed
+from (a chief or ps killed), or until the restarted worker prints progress
+(none if the others finished the run first).
+"""
+
+import argparse
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+
+from test_recovery import task_pid, three_kills  # noqa: E402
+
+from conftest import read_result  # noqa: E402
+
+WHOLE_RECOVERY = ["Hogwild", "DOWNPOUR", "Synchronous-SGD"]
+OTHERS = ["Distributed-Setup", "DOWNPOUR-Easy", "AGN", "Dynamic-SGD", "AEASGD",
+          "AEAMSGD", "Multiple-GPUs-Single-Machine",
+          "Synchronous-SGD-different-learning-rates", "SAGN",
+          "Parameter-Server-Strategy"]
+PROGRESS = re.compile(r"^\[(\w+:\d+)\] global_step (\d+) ")
+RESUMED = re.compile(r"^\[worker:0\] resuming at global step (\d+) ")
+
+
+def lines(process, deadline):
+    """Yields the launcher's output lines as they come, until `deadline`."""
+    buffer = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stdout], [], [],
+                                    deadline - time.monotonic())
+        if not ready:
+            return
+        chunk = os.read(process.stdout.fileno(), 65536)
+        if not chunk:
+            return
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for raw in complete:
+            yield raw.decode(errors="replace")
+
+
+def victims(example, workers):
+    tasks = [("worker", index) for index in range(workers)]
+    if example in WHOLE_RECOVERY:
+        tasks.append(("ps", 0))
+    return tasks
+
+
+def run_once(example, steps, timeout, logdir, rng):
+    """One run with one kill; returns (survived, victim, steps lost, seconds
+    to recover, final global step)."""
+    target = int(steps * rng.uniform(0.2, 0.7))
+    job = index = None
+    command = ["bash", os.path.join(REPO, example, "run.sh"), "--max_restarts",
+               "3", "--timeout", str(timeout), "--train_steps", str(steps),
+               "--log_every", str(max(1, steps // 60)), "--logdir", logdir]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    killed_at = kill_time = recovered = resumed = None
+    last_step = 0
+    try:
+        for line in lines(process, time.monotonic() + timeout + 30):
+            started = re.match(r"^\[launch\] \d+ ps \+ (\d+) worker", line)
+            if started and job is None:  # the task to kill, among those run
+                job, index = rng.choice(victims(example, int(started[1])))
+            progress = PROGRESS.match(line)
+            if progress:
+                last_step = max(last_step, int(progress[2]))
+            if killed_at is None and last_step >= target:
+                try:
+                    os.kill(task_pid(logdir, job, index), signal.SIGKILL)
+                except (AssertionError, ProcessLookupError):
+                    target = float("inf")  # the task had already finished
+                    continue
+                killed_at, kill_time = last_step, time.monotonic()
+                continue
+            if killed_at is None:
+                continue
+            if RESUMED.match(line) and resumed is None:
+                resumed = int(RESUMED.match(line)[1])
+            # Back: the chief has said where it resumed from (a chief or ps
+            # kill), or the restarted worker has made progress.
+            if recovered is None and (
+                    (RESUMED.match(line) and (job == "ps" or index == 0))
+                    or (progress and progress[1] == f"{job}:{index}")):
+                recovered = time.monotonic() - kill_time
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    final = 0
+    result = os.path.join(logdir, "result.json")
+    if os.path.exists(result):
+        with open(result) as stream:
+            final = int(re.search(r'"global_step": (\d+)', stream.read())[1])
+    lost = max(0, killed_at - resumed) if killed_at and resumed is not None \
+        else 0
+    survived = code == 0 and final >= steps and killed_at is not None
+    return survived, f"{job}:{index}", lost, recovered, final
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("examples", nargs="*", default=WHOLE_RECOVERY + OTHERS,
+                        help="example folders (default: every distributed one)")
+    parser.add_argument("--runs", type=int, default=5,
+                        help="random-kill runs per example (0: only the "
+                             "three kills in one run)")
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--timeout", type=int, default=300,
+                        help="seconds before a run counts as hung")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random_only", action="store_true",
+                        help="skip the runs that kill worker 1, the chief "
+                             "and ps 0 in turn")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    scratch = tempfile.mkdtemp(prefix="faults-")
+    all_survived = True
+    for example in [name for name in WHOLE_RECOVERY if name in args.examples
+                    and not args.random_only]:
+        # Worker 1, then the chief, then ps 0, in one run.
+        logdir = os.path.join(scratch, f"{example}-three-kills")
+        script = [os.path.join(REPO, example, name)
+                  for name in os.listdir(os.path.join(REPO, example))
+                  if name.endswith(".py")][0]
+        started = time.monotonic()
+        try:
+            code, _, _ = three_kills(logdir, script,
+                                     asynchronous=example != "Synchronous-SGD")
+            result = read_result(logdir)
+            ok = code == 0 and result["global_step"] >= 600 \
+                and result["test_accuracy"] >= 0.8
+            what = (f"exit {code}, global step {result['global_step']}, test "
+                    f"accuracy {result['test_accuracy']}")
+        except Exception as error:  # noqa: BLE001 - reported, then the next
+            ok, what = False, f"{type(error).__name__}: {error}"[:300]
+        all_survived &= ok
+        print(f"== {example}: worker 1, chief, ps 0 killed in one run: "
+              f"{'survived' if ok else 'FAILED'} ({what}; "
+              f"{time.monotonic() - started:.0f} s)", flush=True)
+    for example in args.examples if args.runs else []:
+        survived, lost, recover = 0, [], []
+        for number in range(1, args.runs + 1):
+            logdir = os.path.join(scratch, f"{example}-{number}")
+            ok, victim, steps_lost, seconds, final = run_once(
+                example, args.steps, args.timeout, logdir, rng)
+            survived += ok
+            lost.append(steps_lost)
+            if seconds is not None:
+                recover.append(seconds)
+            print(f"{example} run {number}/{args.runs}: killed {victim}, "
+                  f"{steps_lost} steps lost, recovered in "
+                  f"{'-' if seconds is None else f'{seconds:.1f} s'}, final "
+                  f"global step {final}: {'survived' if ok else 'FAILED'}"
+                  f"{'' if ok else f' (logs in {logdir})'}", flush=True)
+            if ok:
+                shutil.rmtree(logdir, ignore_errors=True)
+        all_survived &= survived == args.runs
+        print(f"== {example}: {survived} of {args.runs} runs survived; steps "
+              f"lost per kill: mean {statistics.mean(lost):.1f}, most "
+              f"{max(lost)}; seconds to recover: median "
+              f"{statistics.median(recover) if recover else float('nan'):.1f}"
+              f", slowest {max(recover, default=float('nan')):.1f}", flush=True)
+    if all_survived:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0 if all_survived else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Recovery: with --max_restarts, a killed worker, chief or ps is started
+again and the run completes, resuming where it can."""
+
+import json
+import os
+import pathlib
+import re
+import select
+import signal
+import time
+import types
+
+import pytest
+
+from conftest import PYTHON, REPO, Running, read_result
+
+LAUNCH = os.path.join(REPO, "launch.py")
+
+
+def task_pid(logdir, job, index):
+    """The pid of the live task `job:index` of the run writing to `logdir`,
+    found by its TF_CONFIG (the launcher does not print pids)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as stream:
+                if str(logdir).encode() not in stream.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as stream:
+                environ = dict(item.split(b"=", 1) for item in
+                               stream.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        if b"TF_CONFIG" not in environ:
+            continue
+        task = json.loads(environ[b"TF_CONFIG"])["task"]
+        if (task["type"], task["index"]) == (job, index):
+            return int(pid)
+    raise AssertionError(f"no live {job}:{index} for {logdir}")
+
+
+class Run(Running):
+    """A launcher run whose output is read in order: each wait looks only at
+    lines after the one the previous wait matched."""
+
+    cursor = 0
+
+    def next_line(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            for index in range(self.cursor, len(self.lines)):
+                match = re.search(pattern, self.lines[index])
+                if match:
+                    self.cursor = index + 1
+                    return match
+            self.cursor = len(self.lines)
+            ready, _, _ = select.select([self.process.stdout], [], [],
+                                        max(0, deadline - time.monotonic()))
+            chunk = os.read(self.process.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
+                raise AssertionError(
+                    f"no line matching {pattern!r} within {timeout} s; output "
+                    f"so far:\n" + "\n".join(self.lines[-30:]))
+            self._buffer += chunk
+            *complete, self._buffer = self._buffer.split(b"\n")
+            self.lines.extend(raw.decode(errors="replace") for raw in complete)
+
+
+def kill(run, logdir, job, index, restart_number):
+    os.kill(task_pid(logdir, job, index), signal.SIGKILL)
+    run.next_line(
+        rf"^\[launch\] {job}:{index} died \(signal 9\); restarting it "
+        rf"\({restart_number} of 3\)", timeout=60)
+
+
+def pause(logdir, job, index):
+    """SIGSTOP a task while another restarts, so that the global step
+    stands still whatever the restart costs on a busy machine; returns the
+    function that lets it go on."""
+    pid = task_pid(logdir, job, index)
+    os.kill(pid, signal.SIGSTOP)
+    return lambda: os.kill(pid, signal.SIGCONT)
+
+
+def next_step(run, job_index, at_least=0):
+    """Waits for a progress line of `job_index` at `at_least` or beyond."""
+    while True:
+        step = int(run.next_line(
+            rf"^\[{job_index}\] global_step (\d+)", timeout=120)[1])
+        if step >= at_least:
+            return step
+
+
+def three_kills(logdir, script, asynchronous, train_steps=600,
+                checkpoint_steps=40, launcher_flags=()):
+    """Runs `script` with --max_restarts 3 and SIGKILLs worker 1, then the
+    chief, then ps 0, each at a known step once the previous kill has been
+    recovered from. Returns (exit code, output, the step the restarted chief
+    resumed at); asserts on the way that each resume is the right one.
+
+    In an asynchronous example the other workers would go on training while
+    a task restarts, as long as the restart takes; they are paused
+    (SIGSTOP) meanwhile, so that the run does not end before the next kill
+    however busy the machine is. A synchronous job waits by itself.
+    """
+    logdir = pathlib.Path(logdir)
+    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
+               *launcher_flags, "--", script, "--train_steps", str(train_steps),
+               "--log_every", "10",
+               "--save_checkpoint_steps", str(checkpoint_steps),
+               "--logdir", str(logdir)])
+
+    def pause_if_async(job, index):
+        return pause(logdir, job, index) if asynchronous else (lambda: None)
+
+    try:
+        next_step(run, "worker:1", at_least=20)
+        go_on = pause_if_async("worker", 0)
+        kill(run, logdir, "worker", 1, 1)
+        # The new worker 1 trains again: the chief's signal is still there.
+        next_step(run, "worker:1")
+        go_on()
+        next_step(run, "worker:0")
+        go_on = pause_if_async("worker", 1)
+        kill(run, logdir, "worker", 0, 2)
+        # Only the chief died, so it carries on from the ps's values.
+        resumed = int(run.next_line(
+            r"^\[worker:0\] resuming at global step (\d+) from the parameter "
+            r"servers' current values", timeout=120)[1])
+        # The new chief trains (alone, if worker 1 is paused) before worker 1
+        # goes on, so that worker 1 cannot finish the run while it starts.
+        next_step(run, "worker:0")
+        go_on()
+        assert resumed + 4 * checkpoint_steps < train_steps, \
+            f"the chief resumed at {resumed}: too late to test a lost ps"
+        at_kill = next_step(run, "worker:0",
+                            at_least=resumed + 3 * checkpoint_steps)
+        # The workers stand still while the ps dies, so that the last
+        # checkpoint is known: the one the chief must restore.
+        go_on = [pause(logdir, "worker", index) for index in (0, 1)]
+        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
+                              (logdir / "checkpoint").read_text())[1])
+        kill(run, logdir, "ps", 0, 3)
+        for function in go_on:
+            function()
+        # The ps lost the model: the chief restores the last checkpoint,
+        # which is at most --save_checkpoint_steps behind (a quarter of the
+        # progress made here, at least 4 of them).
+        restored = int(run.next_line(
+            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
+            timeout=120)[1])
+        # (A checkpoint is named after the global step read just before the
+        # save; another worker's update may land in between.)
+        assert saved <= restored <= saved + 10, (saved, restored)
+        assert restored >= at_kill - checkpoint_steps - 5, (at_kill, restored)
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    return code, output, resumed
+
+
+def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
+    logdir = run_dir / "run"
+    code, output, resumed = three_kills(
+        logdir, os.path.join(REPO, "Hogwild", "hogwild.py"), asynchronous=True,
+        launcher_flags=["--evaluator"])
+    assert code == 0, output[-3000:]
+    assert "all 2 worker(s) and the evaluator finished" in output
+    result = read_result(logdir)
+    assert result["global_step"] >= 600
+    assert result["test_accuracy"] >= 0.8
+    # The restarted chief's RESULT counts the steps its own process made.
+    assert result["examples"] <= (result["global_step"] - resumed) * 100
+    # The evaluator, never waited for, tested checkpoints as they came and
+    # ended with the chief's final one.
+    evaluated = re.findall(r"^\[evaluator:0\] global_step (\d+) test_accuracy "
+                           r"([\d.]+) ", output, re.MULTILINE)
+    assert len(evaluated) >= 2
+    assert int(evaluated[-1][0]) == result["global_step"]
+    assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
+    assert os.listdir(logdir / "eval")
+
+
+def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
+    import tensorflow as tf
+
+    from guide import cli, cluster
+
+    args = types.SimpleNamespace(logdir=str(tmp_path))
+    with tf.Graph().as_default():
+        tf.compat.v1.Variable(tf.zeros([3]), name="weights")
+        cluster.check_logdir(args, "one.py")
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"))
+        cluster.check_logdir(args, "one.py")  # its own checkpoint: resumes
+        with pytest.raises(cli.UsageError, match="holds a checkpoint of one.py"):
+            cluster.check_logdir(args, "two.py")
+    with tf.Graph().as_default():
+        tf.compat.v1.Variable(tf.zeros([4]), name="weights")
+        with pytest.raises(cli.UsageError,
+                           match=r"another model \(1 variable\(s\) differ, "
+                                 r"e\.g\. weights\)"):
+            cluster.check_logdir(args, "one.py")
