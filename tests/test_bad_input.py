@@ -314,9 +314,8 @@ def test_ctrl_c_ends_a_task_that_waits_inside_tensorflow(run_dir):
                     "--logdir", str(run_dir / "run")],
                    env=env_without_tf_config(TF_CPP_MIN_LOG_LEVEL="0"))
     try:
-        task.wait_for_line("worker 1 waits for the chief", timeout=120)
         task.wait_for_line("CreateSession still waiting for response from "
-                           "worker: /job:ps", timeout=60)
+                           "worker: /job:ps", timeout=120)
         task.process.send_signal(signal.SIGINT)
         code, output = task.finish(timeout=10)
     finally:
