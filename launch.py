@@ -41,6 +41,8 @@ import sys
 import threading
 import time
 
+import launch_network
+
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
 EXIT_TIMEOUT = 124
@@ -96,6 +98,7 @@ def parse_command_line(argv):
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the whole job is stopped "
                              "(default 600)")
+    add_network_option(parser)
     if "--" not in argv:
         raise LaunchError("usage: launch.py [--ps N] [--workers N] "
                           "[--timeout S] -- SCRIPT [FLAGS...]")
@@ -123,6 +126,15 @@ def parse_command_line(argv):
     if not os.path.isfile(script):
         raise LaunchError(f"script {script} not found (from {os.getcwd()})")
     return options, parser, script, script_args
+
+
+def add_network_option(parser):
+    parser.add_argument(
+        "--network", choices=launch_network.MODES, default="private",
+        help="private (default): the job in a network namespace of its own, "
+             "unreachable from outside; hosts: also each task in its own, "
+             "with its own address, as on separate machines; host: on "
+             "127.0.0.1, where every interface listens (see MULTI-HOST.md)")
 
 
 def logdir_of(script, script_args):
@@ -191,7 +203,7 @@ def die_with_parent():
 class Task:
     """One child process, its log file and its last lines of output."""
 
-    def __init__(self, job, index, command, env, log_path):
+    def __init__(self, job, index, command, env, log_path, enter=None):
         self.name = f"{job}:{index}"
         self.job = job
         self.log = open(log_path, "w", buffering=1)
@@ -199,7 +211,8 @@ class Task:
         self.process = subprocess.Popen(
             command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=die_with_parent)
+            preexec_fn=die_with_parent if enter is None
+            else lambda: (enter(), die_with_parent()))
         self.returncode = None
 
     def stop(self, sig):
@@ -212,8 +225,9 @@ class Task:
 
 
 class Launcher:
-    def __init__(self, options, script, script_args, logdir):
+    def __init__(self, options, script, script_args, logdir, network=None):
         self.options, self.script, self.script_args = options, script, script_args
+        self.network = network or launch_network.Network()
         self.logdir = logdir
         self.tasks = []
         self.events = queue.Queue()
@@ -226,16 +240,20 @@ class Launcher:
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         ports = free_ports(ps_count + worker_count + chief_count)
-        cluster = {"worker": [f"127.0.0.1:{port}" for port in
-                              ports[ps_count:ps_count + worker_count]]}
+        # Task k (ps first, then workers, then the chief) has ports[k].
+        host = self.network.host
+        cluster = {"worker": [f"{host(ps_count + i)}:{port}" for i, port in
+                              enumerate(ports[ps_count:ps_count + worker_count])]}
         if ps_count:
-            cluster["ps"] = [f"127.0.0.1:{port}" for port in ports[:ps_count]]
+            cluster["ps"] = [f"{host(i)}:{port}"
+                             for i, port in enumerate(ports[:ps_count])]
         if chief_count:
-            cluster["chief"] = [f"127.0.0.1:{ports[-1]}"]
+            cluster["chief"] = [f"{host(len(ports) - 1)}:{ports[-1]}"]
         os.makedirs(os.path.join(self.logdir, "logs"), exist_ok=True)
         say(f"{ps_count} ps + {worker_count} worker(s)"
             f"{' + a coordinator' if chief_count else ''} of {self.script} on "
-            f"127.0.0.1 ports {', '.join(map(str, ports))}; logs and results "
+            f"{self.network.description} ports "
+            f"{', '.join(map(str, ports))}; logs and results "
             f"in {self.logdir}")
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
@@ -247,13 +265,14 @@ class Launcher:
                 [("chief", 0)] * chief_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
-        for job, index in roles:
+        for number, (job, index) in enumerate(roles):
             env = dict(base_env, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": job, "index": index}}))
             if self.options.gpu_per_worker:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
-            self.tasks.append(Task(job, index, command, env, log_path))
+            self.tasks.append(Task(job, index, command, env, log_path,
+                                   self.network.enter(number)))
         for task in self.tasks:
             reader = threading.Thread(target=self.pump, args=(task,), daemon=True)
             reader.start()
@@ -348,6 +367,27 @@ class Launcher:
             task.log.close()
 
 
+def choose_network(options, argv):
+    """The Network to place tasks with, or the exit code of the launcher
+    run inside a new namespace with the same argv."""
+    mode = launch_network.inside()
+    if mode:
+        return launch_network.set_up(mode, options.ps + options.workers +
+                                     int(options.coordinator))
+    if options.network == "host":
+        return None
+    reason = launch_network.namespaces_unavailable()
+    if reason is None:
+        return launch_network.run_inside(options.network, argv, die_with_parent)
+    if options.network == "hosts":
+        raise LaunchError(f"--network hosts needs user namespaces, and this "
+                          f"system refused one ({reason}); allow "
+                          f"unprivileged user namespaces, or use --network "
+                          f"host")
+    print(launch_network.host_warning(reason), file=sys.stderr, flush=True)
+    return None
+
+
 def raise_terminated(signum, frame):
     raise Terminated()
 
@@ -369,8 +409,17 @@ def main(argv):
               f"activate an environment with `pip install -r "
               f"requirements.txt`", file=sys.stderr)
         return 2
-    logdir, script_args = logdir_of(script, script_args)
-    launcher = Launcher(options, script, script_args, logdir)
+    logdir, full_args = logdir_of(script, script_args)
+    try:
+        # The same --logdir inside a namespace, where our pid is another.
+        network = choose_network(options, argv + full_args[len(script_args):])
+    except (LaunchError, launch_network.NetworkError) as error:
+        print(f"launch.py: error: {error}", file=sys.stderr)
+        return 2
+    if isinstance(network, int):
+        return network
+    script_args = full_args
+    launcher = Launcher(options, script, script_args, logdir, network)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
