@@ -1,12 +1,13 @@
 """The launcher's --network modes: where a job's tasks listen, and who can
 reach them.
 
-- private (the default): launch.py runs itself again inside a user, network
-  and PID namespace of its own (util-linux `unshare`), so the tasks listen
-  only there and no process outside the job can connect to them. When the
-  launcher or the namespace's first process dies, the kernel kills every
-  process left in the namespace. Where the system does not allow
-  unprivileged user namespaces, the job runs as `host` after one warning.
+- private (the default): launch.py runs itself again inside a user and a
+  network namespace of its own (util-linux `unshare`), so the tasks listen
+  only there and no process outside the job can connect to them. The
+  launcher inside dies with the one outside (and the tasks with it), and
+  on its way out kills every process left in its user namespace. Where the
+  system does not allow unprivileged user namespaces, the job runs as
+  `host` after one warning line.
 - hosts: the same namespace, and in it one network namespace per task, each
   with an address of its own (10.10.0.2, 10.10.0.3, ...) on a bridge: a
   multi-host cluster on one machine. The addresses exist only inside the
@@ -20,6 +21,7 @@ bridge and the addresses are set up here through the kernel's own interfaces
 unshare program to use (default `unshare`).
 """
 
+import atexit
 import ctypes
 import fcntl
 import os
@@ -33,6 +35,8 @@ import threading
 MODES = ("private", "hosts", "host")
 # Set by the outer launcher for the one it starts inside the namespace.
 INSIDE = "LAUNCH_NETWORK_INSIDE"
+# The outer launcher's pid and user namespace.
+PARENT = "LAUNCH_NETWORK_PARENT"
 UNSHARE = "LAUNCH_UNSHARE"
 # After forwarding Ctrl-C or SIGTERM, how long the launcher inside gets to
 # stop its tasks before the whole namespace is killed.
@@ -41,6 +45,7 @@ SUBNET = "10.10.0"
 BRIDGE = "br0"
 
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
 SIOCBRADDBR, SIOCBRADDIF = 0x89A0, 0x89A2
@@ -58,10 +63,11 @@ class NetworkError(Exception):
 
 
 def namespace_command():
-    """The command prefix that runs a program in a new user, network and
-    PID namespace, as root there, and kills it if unshare dies."""
+    """The command prefix that runs a program in a new user and network
+    namespace, as root there. No PID namespace: the pids the tasks see and
+    print are this machine's."""
     return [os.environ.get(UNSHARE, "unshare"), "--user", "--map-root-user",
-            "--net", "--pid", "--fork", "--kill-child"]
+            "--net"]
 
 
 def namespaces_unavailable():
@@ -89,14 +95,15 @@ def host_warning(reason):
 def run_inside(mode, argv, die_with_parent):
     """Runs launch.py with `argv` inside a new namespace; returns its exit
     code. Ctrl-C and SIGTERM are passed on to it; if it has not stopped
-    FORWARD_GRACE_S later, it and its namespace are killed."""
+    FORWARD_GRACE_S later, it is killed, and its tasks with it."""
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "launch.py")
     # In a session of its own, so that Ctrl-C reaches it once, from us.
     inner = subprocess.Popen(
         namespace_command() + [sys.executable, launcher, *argv],
-        env=dict(os.environ, **{INSIDE: mode}), start_new_session=True,
-        preexec_fn=die_with_parent)
+        env=dict(os.environ, **{INSIDE: mode, PARENT: f"{os.getpid()} "
+                                f"{own_user_namespace()}"}),
+        start_new_session=True, preexec_fn=die_with_parent)
     killer = threading.Timer(FORWARD_GRACE_S, kill_group, args=(inner.pid,))
     killer.daemon = True
 
@@ -111,9 +118,6 @@ def run_inside(mode, argv, die_with_parent):
         code = inner.wait()
     finally:
         killer.cancel()
-        # unshare is gone, so with --kill-child the namespace is too; this
-        # only covers an unshare that did not do its part.
-        kill_group(inner.pid)
     return 128 - code if code < 0 else code
 
 
@@ -134,10 +138,36 @@ def set_up(mode, task_count):
     """Inside the job's namespace: its loopback up, and in `hosts` mode one
     namespace per task. Returns the Network the launcher places tasks with."""
     os.environ.pop(INSIDE, None)
+    parent, outer_namespace = map(int, os.environ.pop(PARENT, "0 0").split())
+    # Die with the launcher outside, and with it every task, as a task dies
+    # with us; had it died already, we would have a new parent.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        sys.exit(1)
+    # Only in a user namespace of the job's own, never in the parent's.
+    if own_user_namespace() != outer_namespace:
+        atexit.register(kill_user_namespace)
     interface_up("lo")
     if mode == "hosts":
         return Hosts(task_count)
     return Network()
+
+
+def own_user_namespace():
+    return os.stat("/proc/self/ns/user").st_ino
+
+
+def kill_user_namespace():
+    """Kills every process left in our user namespace but us: whatever a
+    task started and left behind, and which its process group missed."""
+    own = own_user_namespace()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(pid) != os.getpid() and \
+                    os.stat(f"/proc/{pid}/ns/user").st_ino == own:
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:  # gone already, or not ours to look at
+            pass
 
 
 class Network:

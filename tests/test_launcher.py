@@ -102,7 +102,8 @@ def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
         job.wait_for_line(r"\[worker:1\] ready", 30)
-        assert len(processes_mentioning(str(run_dir))) == 4  # launcher + 3
+        # The launcher, its copy inside the job's network namespace, 3 tasks.
+        assert len(processes_mentioning(str(run_dir))) == 5
         job.process.send_signal(sent)
         exit_code, output = job.finish(timeout=30)
     finally:
