@@ -41,7 +41,8 @@ EXAMPLES = [
     ("Synchronous-SGD-different-learning-rates",
      "synchronous_sgd_different_learning_rates.py", 1, 2, False, False, "Never", 0),
     ("SAGN", "sagn.py", 1, 2, False, False, "Never", 0),
-    ("Multiple-GPUs-Single-Machine", "multiple_gpus.py", 1, 2, False, False, "Never", 1),
+    ("Multiple-GPUs-Single-Machine", "multiple_gpus.py", 1, 2, False, False, "Never",
+     1),
     ("Parameter-Server-Strategy", "parameter_server_strategy.py", 1, 2, True, False,
      "Never", 0),
 ]
