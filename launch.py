@@ -19,10 +19,16 @@ Every example's run.sh is one call to this program. It
   2), shows its error once and exits 2;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
+By default the whole job runs in a network namespace of its own, so no
+process outside it can connect to the tasks; --network hosts gives each
+task its own namespace and address, --network host runs them on this
+machine's network (launch_network.py, MULTI-HOST.md).
+
 Each task runs in its own process group, and asks the kernel to kill it if
 the launcher dies, so no task outlives the launcher. --ps, --workers and
 --timeout may also come after SCRIPT (that is how `bash run.sh --workers 4`
-reaches here), and so may --coordinator; every other flag goes to SCRIPT.
+reaches here), and so may --coordinator and --network; every other flag goes
+to SCRIPT.
 Standard library only.
 """
 
