@@ -88,8 +88,8 @@ def host_warning(reason):
             f"so its tasks listen on every interface and anyone who can reach "
             f"this machine can read and change their variables; allow "
             f"unprivileged user namespaces (sysctl kernel.unprivileged_userns_"
-            f"clone=1 or user.max_user_namespaces) or use a firewall, and pass "
-            f"--network host to say you know")
+            f"clone=1, user.max_user_namespaces above 0) or firewall the "
+            f"ports, and pass --network host to say you know")
 
 
 def run_inside(mode, argv, die_with_parent):
