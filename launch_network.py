@@ -79,7 +79,8 @@ def namespaces_unavailable():
         return str(error)
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines()
-        return lines[-1] if lines else f"exit code {probe.returncode}"
+        return lines[-1] if lines else \
+            f"{probe.args[0]} exited with code {probe.returncode}"
     return None
 
 
