@@ -25,9 +25,14 @@ Every example's run.sh is one call to this program. It
   N restarts in all;
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
+By default the whole job runs in a network namespace of its own, so no
+process outside it can connect to the tasks; --network hosts gives each
+task its own namespace and address, --network host runs them on this
+machine's network (launch_network.py, MULTI-HOST.md).
+
 Each task runs in its own process group, and asks the kernel to kill it if
 the launcher dies, so no task outlives the launcher. --ps, --workers,
---timeout, --max_restarts, --coordinator, --evaluator and
+--timeout, --max_restarts, --coordinator, --evaluator, --network and
 --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
 Standard library only.
@@ -47,6 +52,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import launch_network
 
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
@@ -134,6 +141,7 @@ def parse_command_line(argv):
                         help=f"start even if the tasks (about "
                              f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
                              f"in the memory available")
+    add_network_option(parser)
     head = argv[:argv.index("--")] if "--" in argv else argv
     if "-h" in head or "--help" in head:
         parser.print_help()
@@ -218,6 +226,15 @@ def prepare_logdir(logdir):
                           f"you may write to")
 
 
+def add_network_option(parser):
+    parser.add_argument(
+        "--network", choices=launch_network.MODES, default="private",
+        help="private (default): the job in a network namespace of its own, "
+             "unreachable from outside; hosts: also each task in its own, "
+             "with its own address, as on separate machines; host: on "
+             "127.0.0.1, where every interface listens (see MULTI-HOST.md)")
+
+
 def logdir_of(script, script_args):
     """The run's --logdir: the user's, or a new folder under the example."""
     for index, flag in enumerate(script_args):
@@ -289,10 +306,12 @@ def die_with_parent():
 class Task:
     """One child process, its log file and its last lines of output."""
 
-    def __init__(self, job, index, command, env, log_path):
+    def __init__(self, job, index, command, env, log_path, enter=None):
         self.name = f"{job}:{index}"
         self.job = job
-        self.command, self.env = command, env
+        # `enter`, if given, runs in the child first: it moves the task into
+        # its own network namespace (--network hosts).
+        self.command, self.env, self.enter = command, env, enter
         self.log = open(log_path, "w", buffering=1)
         self.last_lines = collections.deque(maxlen=LAST_LINES)
         self.process = None
@@ -302,10 +321,13 @@ class Task:
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file)."""
+        enter = self.enter
         self.process = subprocess.Popen(
             self.command, env=self.env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=die_with_parent)
+            start_new_session=True,
+            preexec_fn=die_with_parent if enter is None
+            else lambda: (enter(), die_with_parent()))
 
     def stop(self, sig):
         """Signals the task's whole process group, if it is still running."""
@@ -317,8 +339,9 @@ class Task:
 
 
 class Launcher:
-    def __init__(self, options, script, script_args, logdir):
+    def __init__(self, options, script, script_args, logdir, network=None):
         self.options, self.script, self.script_args = options, script, script_args
+        self.network = network or launch_network.Network()
         self.logdir = logdir
         self.tasks = []
         self.events = queue.Queue()
@@ -333,21 +356,27 @@ class Launcher:
         evaluator_count = int(self.options.evaluator)
         ports = free_ports(ps_count + worker_count + chief_count +
                            evaluator_count)
-        cluster = {"worker": [f"127.0.0.1:{port}" for port in
-                              ports[ps_count:ps_count + worker_count]]}
+        # Task k (ps first, then workers, the chief, the evaluator) has
+        # ports[k].
+        host = self.network.host
+        cluster = {"worker": [f"{host(ps_count + i)}:{port}" for i, port in
+                              enumerate(ports[ps_count:ps_count + worker_count])]}
         if ps_count:
-            cluster["ps"] = [f"127.0.0.1:{port}" for port in ports[:ps_count]]
+            cluster["ps"] = [f"{host(i)}:{port}"
+                             for i, port in enumerate(ports[:ps_count])]
         if chief_count:
-            cluster["chief"] = [f"127.0.0.1:{ports[ps_count + worker_count]}"]
+            cluster["chief"] = [f"{host(ps_count + worker_count)}:"
+                                f"{ports[ps_count + worker_count]}"]
         if evaluator_count:
             # As a TFJob does: the evaluator is in every task's cluster, but
             # no training task ever connects to it.
-            cluster["evaluator"] = [f"127.0.0.1:{ports[-1]}"]
+            cluster["evaluator"] = [f"{host(len(ports) - 1)}:{ports[-1]}"]
         os.makedirs(os.path.join(self.logdir, "logs"), exist_ok=True)
         say(f"{ps_count} ps + {worker_count} worker(s)"
             f"{' + a coordinator' if chief_count else ''}"
             f"{' + an evaluator' if evaluator_count else ''} of {self.script} on "
-            f"127.0.0.1 ports {', '.join(map(str, ports))}; logs and results "
+            f"{self.network.description} ports "
+            f"{', '.join(map(str, ports))}; logs and results "
             f"in {self.logdir}")
         base_env = dict(os.environ, PYTHONUNBUFFERED="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
@@ -360,13 +389,14 @@ class Launcher:
                 [("evaluator", 0)] * evaluator_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
-        for job, index in roles:
+        for number, (job, index) in enumerate(roles):
             env = dict(base_env, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": job, "index": index}}))
             if self.options.gpu_per_worker:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
-            self.tasks.append(Task(job, index, command, env, log_path))
+            self.tasks.append(Task(job, index, command, env, log_path,
+                                   self.network.enter(number)))
         for task in self.tasks:
             self.read(task)
 
@@ -485,6 +515,28 @@ class Launcher:
             task.log.close()
 
 
+def choose_network(options, argv):
+    """The Network to place tasks with, or the exit code of the launcher
+    run inside a new namespace with the same argv."""
+    mode = launch_network.inside()
+    if mode:
+        return launch_network.set_up(mode, options.ps + options.workers +
+                                     int(options.coordinator) +
+                                     int(options.evaluator))
+    if options.network == "host":
+        return None
+    reason = launch_network.namespaces_unavailable()
+    if reason is None:
+        return launch_network.run_inside(options.network, argv, die_with_parent)
+    if options.network == "hosts":
+        raise LaunchError(f"--network hosts needs user namespaces, and this "
+                          f"system refused one ({reason}); allow "
+                          f"unprivileged user namespaces, or use --network "
+                          f"host")
+    print(launch_network.host_warning(reason), file=sys.stderr, flush=True)
+    return None
+
+
 def raise_terminated(signum, frame):
     raise Terminated()
 
@@ -506,13 +558,18 @@ def main(argv):
               f"activate an environment with `pip install -r "
               f"requirements.txt`", file=sys.stderr)
         return 2
-    logdir, script_args = logdir_of(script, script_args)
+    logdir, full_args = logdir_of(script, script_args)
     try:
         prepare_logdir(logdir)
-    except LaunchError as error:
+        # The same --logdir inside a namespace, where our pid is another.
+        network = choose_network(options, argv + full_args[len(script_args):])
+    except (LaunchError, launch_network.NetworkError) as error:
         print(f"launch.py: error: {error}", file=sys.stderr)
         return 2
-    launcher = Launcher(options, script, script_args, logdir)
+    if isinstance(network, int):
+        return network
+    script_args = full_args
+    launcher = Launcher(options, script, script_args, logdir, network)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -114,11 +114,14 @@ class Running:
                 break
             self._buffer += chunk
             *complete, self._buffer = self._buffer.split(b"\n")
+            # Keep every line of the chunk, also those after a match.
+            found = None
             for raw in complete:
                 line = raw.decode(errors="replace")
                 self.lines.append(line)
-                if re.search(pattern, line):
-                    return re.search(pattern, line)
+                found = found or re.search(pattern, line)
+            if found:
+                return found
         raise AssertionError(f"no line matching {pattern!r} within {timeout} s;"
                              f" output so far:\n" + "\n".join(self.lines[-30:]))
 

@@ -1,0 +1,288 @@
+"""The launcher's --network modes: where a job's tasks listen, and who can
+reach them.
+
+- private (the default): launch.py runs itself again inside a user and a
+  network namespace of its own (util-linux `unshare`), so the tasks listen
+  only there and no process outside the job can connect to them. The
+  launcher inside dies with the one outside (and the tasks with it), and
+  on its way out kills every process left in its user namespace. Where the
+  system does not allow unprivileged user namespaces, the job runs as
+  `host` after one warning line.
+- hosts: the same namespace, and in it one network namespace per task, each
+  with an address of its own (10.10.0.2, 10.10.0.3, ...) on a bridge: a
+  multi-host cluster on one machine. The addresses exist only inside the
+  job's namespace, so nothing is ever sent anywhere else.
+- host: every task in this machine's network namespace on 127.0.0.1, where
+  TensorFlow's servers listen on every interface.
+
+The namespaces need no privileges and no package beyond util-linux: the
+bridge and the addresses are set up here through the kernel's own interfaces
+(netlink and ioctl), standard library only. $LAUNCH_UNSHARE names the
+unshare program to use (default `unshare`).
+"""
+
+import atexit
+import ctypes
+import fcntl
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+MODES = ("private", "hosts", "host")
+# Set by the outer launcher for the one it starts inside the namespace.
+INSIDE = "LAUNCH_NETWORK_INSIDE"
+# The outer launcher's pid and user namespace.
+PARENT = "LAUNCH_NETWORK_PARENT"
+UNSHARE = "LAUNCH_UNSHARE"
+# After forwarding Ctrl-C or SIGTERM, how long the launcher inside gets to
+# stop its tasks before the whole namespace is killed.
+FORWARD_GRACE_S = 15.0
+SUBNET = "10.10.0"
+BRIDGE = "br0"
+
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
+SIOCBRADDBR, SIOCBRADDIF = 0x89A0, 0x89A2
+IFF_UP = 0x1
+RTM_NEWLINK, NLMSG_ERROR = 16, 2
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+IFLA_IFNAME, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 18, 28
+IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
+
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+class NetworkError(Exception):
+    """The namespaces or the bridge could not be made."""
+
+
+def namespace_command():
+    """The command prefix that runs a program in a new user and network
+    namespace, as root there. No PID namespace: the pids the tasks see and
+    print are this machine's."""
+    return [os.environ.get(UNSHARE, "unshare"), "--user", "--map-root-user",
+            "--net"]
+
+
+def namespaces_unavailable():
+    """None if this system lets us make the namespaces, else why not."""
+    try:
+        probe = subprocess.run(namespace_command() + ["true"], capture_output=True,
+                               text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as error:
+        return str(error)
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines()
+        return lines[-1] if lines else \
+            f"{probe.args[0]} exited with code {probe.returncode}"
+    return None
+
+
+def host_warning(reason):
+    return (f"launch.py: warning: no private network for this job ({reason}), "
+            f"so its tasks listen on every interface and anyone who can reach "
+            f"this machine can read and change their variables; allow "
+            f"unprivileged user namespaces (sysctl kernel.unprivileged_userns_"
+            f"clone=1, user.max_user_namespaces above 0) or firewall the "
+            f"ports, and pass --network host to say you know")
+
+
+def run_inside(mode, argv, die_with_parent):
+    """Runs launch.py with `argv` inside a new namespace; returns its exit
+    code. Ctrl-C and SIGTERM are passed on to it; if it has not stopped
+    FORWARD_GRACE_S later, it is killed, and its tasks with it."""
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "launch.py")
+    # In a session of its own, so that Ctrl-C reaches it once, from us.
+    inner = subprocess.Popen(
+        namespace_command() + [sys.executable, launcher, *argv],
+        env=dict(os.environ, **{INSIDE: mode, PARENT: f"{os.getpid()} "
+                                f"{own_user_namespace()}"}),
+        start_new_session=True, preexec_fn=die_with_parent)
+    killer = threading.Timer(FORWARD_GRACE_S, kill_group, args=(inner.pid,))
+    killer.daemon = True
+
+    def forward(signum, frame):
+        kill_group(inner.pid, signum)
+        if not killer.is_alive():
+            killer.start()
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        code = inner.wait()
+    finally:
+        killer.cancel()
+    return 128 - code if code < 0 else code
+
+
+def kill_group(pgid, sig=signal.SIGKILL):
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def inside():
+    """The mode this launcher runs in, if it is the one inside the job's
+    namespace; else None."""
+    return os.environ.get(INSIDE)
+
+
+def set_up(mode, task_count):
+    """Inside the job's namespace: its loopback up, and in `hosts` mode one
+    namespace per task. Returns the Network the launcher places tasks with."""
+    os.environ.pop(INSIDE, None)
+    parent, outer_namespace = map(int, os.environ.pop(PARENT, "0 0").split())
+    # Die with the launcher outside, and with it every task, as a task dies
+    # with us; had it died already, we would have a new parent.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        sys.exit(1)
+    # Only in a user namespace of the job's own, never in the parent's.
+    if own_user_namespace() != outer_namespace:
+        atexit.register(kill_user_namespace)
+    interface_up("lo")
+    if mode == "hosts":
+        return Hosts(task_count)
+    return Network()
+
+
+def own_user_namespace():
+    return os.stat("/proc/self/ns/user").st_ino
+
+
+def kill_user_namespace():
+    """Kills every process left in our user namespace but us: whatever a
+    task started and left behind, and which its process group missed."""
+    own = own_user_namespace()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(pid) != os.getpid() and \
+                    os.stat(f"/proc/{pid}/ns/user").st_ino == own:
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:  # gone already, or not ours to look at
+            pass
+
+
+class Network:
+    """Every task on 127.0.0.1, in the launcher's network namespace."""
+
+    description = "127.0.0.1"
+
+    def host(self, number):
+        return "127.0.0.1"
+
+    def enter(self, number):
+        """What task `number` runs before exec to join its namespace."""
+        return None
+
+
+class Hosts(Network):
+    """Task k in a network namespace of its own at 10.10.0.<k+2>, on a
+    bridge in the job's network namespace."""
+
+    def __init__(self, task_count):
+        if task_count > 250:
+            raise NetworkError(f"--network hosts has room for 250 tasks, not "
+                               f"{task_count}")
+        self.description = f"{SUBNET}.2-{task_count + 1} (one namespace each)"
+        bridge_add(BRIDGE)
+        interface_up(BRIDGE)
+        job = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        self.namespaces = []
+        try:
+            for number in range(task_count):
+                self.namespaces.append(self.add_task(number, job))
+        finally:
+            os.close(job)
+
+    @staticmethod
+    def add_task(number, job):
+        """A new network namespace joined to the bridge; returns its fd."""
+        if libc.unshare(CLONE_NEWNET) != 0:
+            raise NetworkError(f"unshare: {os.strerror(ctypes.get_errno())}")
+        task = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            interface_up("lo")
+            enter(job)
+            port = f"t{number}"
+            veth_add(port, "eth0", task)
+            bridge_add_port(BRIDGE, port)
+            interface_up(port)
+            enter(task)
+            set_address("eth0", f"{SUBNET}.{number + 2}")
+            interface_up("eth0")
+        finally:
+            enter(job)
+        return task
+
+    def host(self, number):
+        return f"{SUBNET}.{number + 2}"
+
+    def enter(self, number):
+        namespace = self.namespaces[number]
+        return lambda: enter(namespace)
+
+
+def enter(namespace_fd):
+    if libc.setns(namespace_fd, CLONE_NEWNET) != 0:
+        raise NetworkError(f"setns: {os.strerror(ctypes.get_errno())}")
+
+
+def ioctl(request, argument):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        return fcntl.ioctl(probe.fileno(), request, argument)
+
+
+def interface_up(name):
+    request = struct.pack("16sH14x", name.encode(), 0)
+    flags = struct.unpack("16sH14x", ioctl(SIOCGIFFLAGS, request))[1]
+    ioctl(SIOCSIFFLAGS, struct.pack("16sH14x", name.encode(), flags | IFF_UP))
+
+
+def set_address(name, address, netmask="255.255.255.0"):
+    for request, value in ((SIOCSIFADDR, address), (SIOCSIFNETMASK, netmask)):
+        ioctl(request, struct.pack("16sHH4s8x", name.encode(), socket.AF_INET,
+                                   0, socket.inet_aton(value)))
+
+
+def bridge_add(name):
+    ioctl(SIOCBRADDBR, name.encode() + b"\0")
+
+
+def bridge_add_port(bridge, port):
+    ioctl(SIOCBRADDIF, struct.pack("16si12x", bridge.encode(),
+                                   socket.if_nametoindex(port)))
+
+
+def attribute(kind, payload):
+    """One netlink attribute, padded to 4 bytes."""
+    length = 4 + len(payload)
+    return struct.pack("HH", length, kind) + payload + b"\0" * (-length % 4)
+
+
+def veth_add(name, peer, peer_namespace_fd):
+    """A veth pair: `name` here, `peer` in the given network namespace."""
+    ifinfo = struct.pack("BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)
+    peer_info = ifinfo + attribute(IFLA_IFNAME, peer.encode() + b"\0") + \
+        attribute(IFLA_NET_NS_FD, struct.pack("I", peer_namespace_fd))
+    body = ifinfo + attribute(IFLA_IFNAME, name.encode() + b"\0") + attribute(
+        IFLA_LINKINFO, attribute(IFLA_INFO_KIND, b"veth") + attribute(
+            IFLA_INFO_DATA, attribute(VETH_INFO_PEER, peer_info)))
+    flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+    message = struct.pack("IHHII", 16 + len(body), RTM_NEWLINK, flags, 1, 0) + body
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                       socket.NETLINK_ROUTE) as netlink:
+        netlink.sendall(message)
+        reply = netlink.recv(65536)
+    kind = struct.unpack_from("IHHII", reply)[1]
+    error = struct.unpack_from("i", reply, 16)[0] if kind == NLMSG_ERROR else 0
+    if error:
+        raise NetworkError(f"cannot make veth {name}: {os.strerror(-error)}")

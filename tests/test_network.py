@@ -1,0 +1,156 @@
+"""The launcher's --network modes: a default job cannot be reached from this
+machine, `hosts` runs examples on separate addresses, and without user
+namespaces the launcher warns and runs on the host's network."""
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+
+import pytest
+
+import launch_network
+from conftest import PYTHON, REPO, Running, env_without_tf_config, run
+
+LAUNCH = os.path.join(REPO, "launch.py")
+FAKE = os.path.join(REPO, "tests", "fake_task.py")
+
+pytestmark = pytest.mark.skipif(
+    launch_network.namespaces_unavailable() is not None,
+    reason="this system does not allow user namespaces")
+
+
+def namespace_of(pid):
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def tasks_of(logdir, script):
+    """Pids of the running tasks (not the launchers) writing to `logdir`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as stream:
+                argv = stream.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if str(logdir) in argv and script in " ".join(argv) and \
+                not any(arg.endswith("launch.py") for arg in argv):
+            found.append(int(pid))
+    return found
+
+
+def listening_ports(pid):
+    """TCP ports listening in the network namespace of process `pid`."""
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as stream:
+            for row in list(stream)[1:]:
+                fields = row.split()
+                if fields[3] == "0A":  # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def own_addresses():
+    """This machine's IPv4 addresses in our network namespace, from the
+    kernel's table of local routes: no traffic needed to learn them."""
+    with open("/proc/net/fib_trie") as stream:
+        lines = stream.read().splitlines()
+    return {previous.split()[-1] for previous, line in zip(lines, lines[1:])
+            if "/32 host LOCAL" in line}
+
+
+def test_a_default_job_cannot_be_reached_from_this_machine(run_dir):
+    logdir = run_dir / "run"
+    job = Running([PYTHON, LAUNCH, "--", FAKE, "--mode", "hang",
+                   "--logdir", str(logdir)])
+    try:
+        ports = [int(port) for port in job.wait_for_line(
+            r"ports (\d+), (\d+), (\d+);", 30).groups()]
+        for name in ("ps:0", "worker:0", "worker:1"):
+            job.wait_for_line(rf"\[{name}\] ready", 30)
+        tasks = tasks_of(logdir, "fake_task.py")
+        assert len(tasks) == 3
+        for pid in tasks:
+            assert namespace_of(pid) != namespace_of("self")
+            # The ports listen, in the job's namespace only.
+            assert set(ports) <= listening_ports(pid)
+        addresses = own_addresses() | {"127.0.0.1"}
+        assert len(addresses) >= 2
+        for address in addresses:
+            for port in ports:
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection((address, port), timeout=5).close()
+        job.process.send_signal(signal.SIGTERM)
+        code, _ = job.finish(timeout=30)
+    finally:
+        job.kill()
+    assert code == 143
+
+
+@pytest.mark.parametrize("example", ["Hogwild", "Synchronous-SGD"])
+def test_an_example_runs_with_each_task_on_its_own_host(example, run_dir):
+    logdir = run_dir / "run"
+    job = Running(["bash", os.path.join(REPO, example, "run.sh"),
+                   "--network", "hosts", "--train_steps", "100",
+                   "--log_every", "5", "--logdir", str(logdir)])
+    try:
+        job.wait_for_line(r"on 10\.10\.0\.2-4 \(one namespace each\)", 60)
+        # All three started before any printed, and none ends before the
+        # chief is done.
+        job.wait_for_line(r"\[worker:0\] global_step", 180)
+        tasks = tasks_of(logdir, ".py")
+        namespaces = {namespace_of(pid) for pid in tasks}
+        with open(f"/proc/{tasks[0]}/environ", "rb") as stream:
+            tf_config = json.loads(dict(
+                entry.split(b"=", 1) for entry in stream.read().split(b"\0")
+                if b"=" in entry)[b"TF_CONFIG"])
+        code, output = job.finish(timeout=240)
+    finally:
+        job.kill()
+    assert code == 0, output
+    assert len(tasks) == 3 and len(namespaces) == 3
+    assert namespace_of("self") not in namespaces
+    hosts = [address.rsplit(":", 1)[0] for addresses in
+             tf_config["cluster"].values() for address in addresses]
+    assert sorted(hosts) == ["10.10.0.2", "10.10.0.3", "10.10.0.4"]
+    assert re.search(r"\[worker:0\] RESULT algorithm=", output)
+
+
+def test_without_user_namespaces_the_job_runs_on_the_host_and_says_so(run_dir):
+    env = env_without_tf_config(LAUNCH_UNSHARE="false")
+    command = [PYTHON, LAUNCH, "--", FAKE, "--logdir", str(run_dir / "run")]
+    result = run(command, timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith("launch.py: warning: no private network")
+    assert "listen on every interface" in warning
+    assert "127.0.0.1 ports" in result.stdout
+    assert "[worker:1] worker 1 done" in result.stdout
+    result = run(command + ["--network", "hosts"], timeout=60, env=env)
+    assert result.returncode == 2
+    (error,) = result.stderr.splitlines()
+    assert error.startswith("launch.py: error: --network hosts needs user "
+                            "namespaces")
+
+
+def test_sigkill_to_the_launcher_ends_every_task_on_its_own_host(run_dir):
+    logdir = run_dir / "run"
+    job = Running([PYTHON, LAUNCH, "--network", "hosts", "--", FAKE, "--mode",
+                   "hang", "--logdir", str(logdir)])
+    try:
+        for name in ("ps:0", "worker:0", "worker:1"):
+            job.wait_for_line(rf"\[{name}\] ready", 30)
+        tasks = tasks_of(logdir, "fake_task.py")
+        assert len({namespace_of(pid) for pid in tasks}) == 3
+        handles = [os.pidfd_open(pid) for pid in tasks]
+        job.process.send_signal(signal.SIGKILL)
+        job.process.wait(timeout=10)
+        for handle in handles:
+            # Readable once the process has exited.
+            assert select.select([handle], [], [], 10)[0]
+            os.close(handle)
+    finally:
+        job.kill()
