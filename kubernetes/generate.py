@@ -17,34 +17,41 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMAGE = "distributed-tensorflow-guide:latest"
 PORT = 2222
+# The run's folder: a fixed path on a volume, so that a chief restarted in
+# its pod finds its checkpoints there (a default --logdir is new each start).
+LOGDIR = "/logdir"
 
 # One row per example: folder, script, ps, workers, and
 # - chief: a Chief replica (TensorFlow 2's coordinator) besides the workers;
 #   the tf.compat.v1 examples take worker 0 as their chief instead;
-# - evaluator: an Evaluator replica (none yet reads an "evaluator" entry in
-#   TF_CONFIG; they reject it);
-# - restart: the replicas' restartPolicy. Never, since no example recovers
-#   from a task restarted in the middle of training: the job fails instead
-#   of hanging. OnFailure once an example does;
+# - evaluator: an Evaluator replica, which tests each new checkpoint of the
+#   chief (the tf.compat.v1 examples; Parameter-Server-Strategy has none);
+# - restart: the replicas' restartPolicy. OnFailure where the example
+#   carries on after a task is restarted (checkpoints, handshakes that
+#   survive restarts: see the top README's "Failures, restarts and the
+#   evaluator"); Never for SAGN, whose per-round barrier does not survive a
+#   restart: the job fails instead of hanging;
 # - gpus: nvidia.com/gpu per worker.
 EXAMPLES = [
     # folder, script, ps, workers, chief, evaluator, restart, gpus
-    ("Distributed-Setup", "distributed_setup.py", 1, 1, False, False, "Never", 0),
-    ("Hogwild", "hogwild.py", 1, 2, False, False, "Never", 0),
-    ("DOWNPOUR", "downpour.py", 1, 2, False, False, "Never", 0),
-    ("DOWNPOUR-Easy", "downpour_easy.py", 1, 2, False, False, "Never", 0),
-    ("AGN", "agn.py", 1, 2, False, False, "Never", 0),
-    ("Dynamic-SGD", "dynamic_sgd.py", 1, 2, False, False, "Never", 0),
-    ("AEASGD", "aeasgd.py", 1, 2, False, False, "Never", 0),
-    ("AEAMSGD", "aeamsgd.py", 1, 2, False, False, "Never", 0),
-    ("Synchronous-SGD", "synchronous_sgd.py", 1, 2, False, False, "Never", 0),
+    ("Distributed-Setup", "distributed_setup.py", 1, 1, False, True, "OnFailure",
+     0),
+    ("Hogwild", "hogwild.py", 1, 2, False, True, "OnFailure", 0),
+    ("DOWNPOUR", "downpour.py", 1, 2, False, True, "OnFailure", 0),
+    ("DOWNPOUR-Easy", "downpour_easy.py", 1, 2, False, True, "OnFailure", 0),
+    ("AGN", "agn.py", 1, 2, False, True, "OnFailure", 0),
+    ("Dynamic-SGD", "dynamic_sgd.py", 1, 2, False, True, "OnFailure", 0),
+    ("AEASGD", "aeasgd.py", 1, 2, False, True, "OnFailure", 0),
+    ("AEAMSGD", "aeamsgd.py", 1, 2, False, True, "OnFailure", 0),
+    ("Synchronous-SGD", "synchronous_sgd.py", 1, 2, False, True, "OnFailure", 0),
     ("Synchronous-SGD-different-learning-rates",
-     "synchronous_sgd_different_learning_rates.py", 1, 2, False, False, "Never", 0),
-    ("SAGN", "sagn.py", 1, 2, False, False, "Never", 0),
-    ("Multiple-GPUs-Single-Machine", "multiple_gpus.py", 1, 2, False, False, "Never",
-     1),
+     "synchronous_sgd_different_learning_rates.py", 1, 2, False, True,
+     "OnFailure", 0),
+    ("SAGN", "sagn.py", 1, 2, False, True, "Never", 0),
+    ("Multiple-GPUs-Single-Machine", "multiple_gpus.py", 1, 2, False, True,
+     "OnFailure", 1),
     ("Parameter-Server-Strategy", "parameter_server_strategy.py", 1, 2, True, False,
-     "Never", 0),
+     "OnFailure", 0),
 ]
 
 
@@ -54,13 +61,19 @@ def replica(folder, script, count, restart, image, gpus=0):
         "image": image,
         "workingDir": f"/app/{folder}",
         "command": ["python", script],
+        "args": ["--logdir", LOGDIR],
         # Named so, the operator puts this port in TF_CONFIG.
         "ports": [{"name": "tfjob-port", "containerPort": PORT}],
+        "volumeMounts": [{"name": "logdir", "mountPath": LOGDIR}],
     }
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     return {"replicas": count, "restartPolicy": restart,
-            "template": {"spec": {"containers": [container]}}}
+            "template": {"spec": {
+                "containers": [container],
+                # Kept across restarts of the container in its pod; use a
+                # PersistentVolumeClaim to keep it when the pod moves.
+                "volumes": [{"name": "logdir", "emptyDir": {}}]}}}
 
 
 def manifest(row, image=IMAGE):
