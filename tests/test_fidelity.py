@@ -24,12 +24,17 @@ SCHEMES = {
 }
 
 
+# Checkpoints at the start and the end only: the tests read both, and the
+# periodic ones in between would rotate the first away.
+FIRST_AND_LAST = ["--save_checkpoint_steps", "1000000"]
+
+
 def command(folder, logdir, *, window, steps, learning_rate, workers=1):
     """One ps and `workers` workers through the example's run.sh."""
     return ["bash", f"{folder}/run.sh", "--workers", str(workers), "--seed", str(SEED),
             "--batch_size", str(BATCH), "--learning_rate", str(learning_rate),
             "--communication_window", str(window), "--train_steps", str(steps),
-            "--logdir", str(logdir)]
+            *FIRST_AND_LAST, "--logdir", str(logdir)]
 
 
 def checkpoint(logdir, step):
@@ -114,7 +119,7 @@ def test_exact_synchronous_sgd_is_one_process_with_the_whole_batch(run_dir):
     exactly one gradient per step, follow Non-Distributed_Setup.py."""
     steps, batch = 6, 60  # 60 splits evenly over 2 and over 3 workers
     common = ["--seed", str(SEED), "--batch_size", str(batch),
-              "--train_steps", str(steps)]
+              "--train_steps", str(steps), *FIRST_AND_LAST]
     commands = {"baseline": [PYTHON, "Non-Distributed_Setup.py", *common,
                              "--logdir", str(run_dir / "baseline")]}
     for workers in (2, 3):
@@ -162,7 +167,7 @@ def test_a_workers_own_rate_drives_the_optimizer(run_dir):
                   "--workers", "1", "--seed", str(SEED), "--batch_size", str(BATCH),
                   "--optimizer", "momentum", "--learning_rate", "0.2",
                   "--learning_rates", "0.1", "--train_steps", str(steps),
-                  "--logdir", str(logdir)], timeout=120)
+                  *FIRST_AND_LAST, "--logdir", str(logdir)], timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     initial = checkpoint(logdir, 0)
     final = checkpoint(logdir, steps)
@@ -227,7 +232,7 @@ def test_towers_on_distinct_devices_are_one_big_batch(run_dir):
     a device of its own, and the averaged update is the whole batch's."""
     steps, batch = 6, 60
     common = ["--seed", str(SEED), "--batch_size", str(batch),
-              "--train_steps", str(steps)]
+              "--train_steps", str(steps), *FIRST_AND_LAST]
     run_all({"baseline": [PYTHON, "Non-Distributed_Setup.py", *common,
                           "--logdir", str(run_dir / "baseline")],
              "towers": ["bash", "Multiple-GPUs-Single-Machine/run_towers.sh",
