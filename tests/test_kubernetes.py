@@ -110,11 +110,21 @@ def test_the_checks_catch_broken_manifests():
 
 
 def test_the_operator_tf_config_is_the_documented_one():
-    configs = operator_tf_configs(load(os.path.join(KUBERNETES, "hogwild.yaml")))
-    assert configs["hogwild-worker-1"] == (
+    # The documented example is a job of 1 PS and 2 Workers: Hogwild's
+    # manifest without its Evaluator.
+    hogwild = load(os.path.join(KUBERNETES, "hogwild.yaml"))
+    plain = copy.deepcopy(hogwild)
+    del plain["spec"]["tfReplicaSpecs"]["Evaluator"]
+    assert operator_tf_configs(plain)["hogwild-worker-1"] == (
         '{"cluster":{"ps":["hogwild-ps-0.default.svc:2222"],"worker":'
         '["hogwild-worker-0.default.svc:2222","hogwild-worker-1.default.svc:2222"]},'
         '"task":{"type":"worker","index":1},"environment":"cloud"}')
+    # With it, every task's cluster lists the evaluator, keys sorted.
+    configs = operator_tf_configs(hogwild)
+    assert list(json.loads(configs["hogwild-worker-1"])["cluster"]) == [
+        "evaluator", "ps", "worker"]
+    assert json.loads(configs["hogwild-evaluator-0"])["task"] == {
+        "type": "evaluator", "index": 0}
     pss = operator_tf_configs(load(os.path.join(KUBERNETES,
                                                 "parameter-server-strategy.yaml")))
     assert list(json.loads(pss["parameter-server-strategy-chief-0"])["cluster"]) == [
@@ -129,9 +139,13 @@ def test_hogwild_runs_with_the_tf_config_of_its_manifest(run_dir):
         os.path.join(KUBERNETES, "hogwild.yaml"), str(run_dir / "pods"),
         "--train_steps", "20", "--logdir", str(run_dir / "run")], timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.findall(r"exited 0", result.stdout) == ["exited 0"] * 3
-    assert 'hogwild-worker-1 TF_CONFIG={"cluster":{"ps":["10.10.0.2:2222"],' \
-           '"worker":["10.10.0.3:2222","10.10.0.4:2222"]},"task":{"type":' \
-           '"worker","index":1},"environment":"cloud"}' in result.stdout
+    # A ps, two workers and the evaluator, each in a namespace of its own.
+    assert re.findall(r"exited 0", result.stdout) == ["exited 0"] * 4
+    assert 'hogwild-worker-1 TF_CONFIG={"cluster":{"evaluator":["10.10.0.2:2222"],' \
+           '"ps":["10.10.0.3:2222"],"worker":["10.10.0.4:2222","10.10.0.5:2222"]},' \
+           '"task":{"type":"worker","index":1},"environment":"cloud"}' \
+        in result.stdout
+    assert re.search(r"global_step 2\d test_accuracy", (
+        run_dir / "pods" / "hogwild-evaluator-0.log").read_text())
     assert "RESULT algorithm=hogwild" in (run_dir / "pods" /
                                           "hogwild-worker-0.log").read_text()
