@@ -90,11 +90,11 @@ def run_together(commands, *, timeout):
 class Running:
     """A started process whose output can be awaited line by line."""
 
-    def __init__(self, command, *, cwd=REPO, env=None):
+    def __init__(self, command, *, cwd=REPO, env=None, preexec_fn=None):
         self.process = subprocess.Popen(
             command, cwd=cwd, env=env or env_without_tf_config(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=preexec_fn)
         self.lines = []
         self._buffer = b""
 
