@@ -163,9 +163,10 @@ def coordinate(args, resolver, dataset):
             return loss
         loss = tf.constant(0.0)
         # Distributed: `count` steps per scheduled function, so that the
-        # coordinator's round trip is paid once for all of them.
+        # coordinator's round trip is paid once for all of them; the strategy
+        # runs each on this worker, with the variables on the ps.
         for _ in tf.range(count):
-            loss = strategy.run(step, args=next(batches))  # Distributed:
+            loss = strategy.run(step, args=next(batches))
         return loss
 
     # --- Train: schedule steps; the coordinator hands them to free workers ---
