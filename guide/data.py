@@ -37,7 +37,6 @@ TEACHER_GAIN = 0.3
 # (train images, train labels, test images, test labels).
 IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
-MNIST_IDX_FILES = IDX_FILES
 MNIST_NPZ = "mnist.npz"
 REAL_DATASETS = ("mnist", "fashion_mnist")
 # Where Keras's loaders cache each data set, under ~/.keras/datasets/.
@@ -132,11 +131,6 @@ def real(name, data_dir=None):
     if cached is not None:
         return cached
     return _download(name, cache)
-
-
-def mnist(data_dir=None):
-    """MNIST, found as `real` finds it."""
-    return real("mnist", data_dir)
 
 
 def keras_loader(name):

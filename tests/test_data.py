@@ -29,7 +29,7 @@ def write_idx(path, array):
 
 
 def write_idx_fixture(folder, arrays):
-    for name, array in zip(data.MNIST_IDX_FILES, arrays, strict=True):
+    for name, array in zip(data.IDX_FILES, arrays, strict=True):
         write_idx(folder / name, array)
 
 
@@ -49,7 +49,7 @@ def test_synthetic_is_deterministic_and_mnist_shaped():
 def test_mnist_from_idx_files(tmp_path):
     arrays = fake_mnist()
     write_idx_fixture(tmp_path, arrays)
-    dataset = data.mnist(str(tmp_path))
+    dataset = data.real("mnist", str(tmp_path))
     assert dataset.train_images.shape == (60, 784)
     assert dataset.test_images.shape == (20, 784)
     assert np.allclose(dataset.train_images[3] * 255, arrays[0][3].reshape(784))
@@ -60,7 +60,7 @@ def test_mnist_from_npz(tmp_path):
     arrays = fake_mnist()
     np.savez(tmp_path / "mnist.npz", x_train=arrays[0], y_train=arrays[1],
              x_test=arrays[2], y_test=arrays[3])
-    dataset = data.mnist(str(tmp_path))
+    dataset = data.real("mnist", str(tmp_path))
     assert dataset.train_images.shape == (60, 784)
     assert np.array_equal(dataset.train_labels, arrays[1])
 
@@ -73,7 +73,7 @@ def test_load_reads_mnist_when_asked(tmp_path):
 
 def test_missing_mnist_names_the_files_and_the_fix(tmp_path):
     with pytest.raises(UsageError) as error:
-        data.mnist(str(tmp_path))
+        data.real("mnist", str(tmp_path))
     message = str(error.value)
     assert str(tmp_path) in message and "--data_dir" in message
     assert "mnist.npz" in message and "t10k-labels-idx1-ubyte.gz" in message
@@ -112,7 +112,7 @@ def test_damaged_idx_file_is_named(tmp_path, damage, file_index, message):
     path = tmp_path / data.IDX_FILES[file_index]
     damage(path)
     with pytest.raises(UsageError) as error:
-        data.mnist(str(tmp_path))
+        data.real("mnist", str(tmp_path))
     assert message in str(error.value) and str(path) in str(error.value)
 
 
@@ -124,7 +124,7 @@ def test_damaged_idx_file_is_named(tmp_path, damage, file_index, message):
 def test_inconsistent_files_are_named(tmp_path, arrays, message):
     write_idx_fixture(tmp_path, arrays(fake_mnist()))
     with pytest.raises(UsageError, match=message):
-        data.mnist(str(tmp_path))
+        data.real("mnist", str(tmp_path))
 
 
 def test_damaged_npz_is_named(tmp_path):
@@ -134,7 +134,7 @@ def test_damaged_npz_is_named(tmp_path):
              y_test=arrays[3])
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(UsageError) as error:
-        data.mnist(str(tmp_path))
+        data.real("mnist", str(tmp_path))
     assert str(path) in str(error.value) and "damaged" in str(error.value)
     with pytest.raises(zipfile.BadZipFile):  # what it would be otherwise
         np.load(path)["x_train"]
