@@ -50,7 +50,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -80,7 +80,7 @@ def main():
     with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
         global_step = tf.compat.v1.train.get_or_create_global_step()
         central = model.MLP(args.seed)  # θ̃, the centre, initialised by the chief
-        commit_log = report.CommitLog(task)  # exchanges and staleness per worker
+        commit_log = counters.CommitLog(task)  # exchanges and staleness per worker
         evaluation = model.Classifier(mlp=central, summaries=False)
     with cluster.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):  # Distributed: this worker's own
@@ -108,12 +108,17 @@ def main():
         elastic = [alpha * (local_variable - central_variable.read_value())
                    for local_variable, central_variable
                    in zip(local.variables, central.variables)]
+        # The global step counts the window's minibatches. It advances only
+        # after the commit's staleness is counted, which reads it.
+        counted = commit_log.record_commit(global_step)
+        with tf.control_dependencies([counted]):
+            advance = global_step.assign_add(window)
         exchange = tf.group(
             *[local_variable.assign_sub(difference)
               for local_variable, difference in zip(local.variables, elastic)],
             *[central_variable.assign_add(difference)
               for central_variable, difference in zip(central.variables, elastic)],
-            commit_log.record_commit(global_step, window))
+            advance)
         # Note the global step after the exchange, for the staleness figure.
         note_exchange = commit_log.record_pull(global_step)
         # Distributed: TensorBoard shows how far this copy is from the centre.
@@ -144,13 +149,13 @@ def main():
         # Only the note after each exchange goes through the hooks (stop at
         # step, progress), once per window, with an up-to-date global step;
         # local steps, which must not talk to the ps, bypass them.
-        report.run_without_hooks(session, start_at_centre)  # Distributed:
+        cluster.run_without_hooks(session, start_at_centre)  # Distributed:
         while not session.should_stop():
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                report.run_without_hooks(
+                cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            report.run_without_hooks(session, exchange)  # Distributed: ±E
+            cluster.run_without_hooks(session, exchange)  # Distributed: ±E
             session.run(note_exchange)  # Distributed:
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped

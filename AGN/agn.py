@@ -40,7 +40,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -70,7 +70,7 @@ def main():
     with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
         global_step = tf.compat.v1.train.get_or_create_global_step()
         central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
-        commit_log = report.CommitLog(task)  # commits and staleness per worker
+        commit_log = counters.CommitLog(task)  # commits and staleness per worker
         evaluation = model.Classifier(mlp=central, summaries=False)
     with cluster.local_variables(worker_device):  # Distributed: this worker's own
         local = model.MLP(args.seed)  # θ, overwritten by every pull
@@ -95,10 +95,15 @@ def main():
     with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
         # Commit the normalised update: the ps applies θ̃ ← θ̃ + a / T; the
         # global step counts the window's minibatches.
+        # The global step counts the window's minibatches. It advances only
+        # after the commit's staleness is counted, which reads it.
+        counted = commit_log.record_commit(global_step)
+        with tf.control_dependencies([counted]):
+            advance = global_step.assign_add(window)
         commit = tf.group(
             *[central_variable.assign_add(update / window)
               for central_variable, update in zip(central.variables, accumulated)],
-            commit_log.record_commit(global_step, window))
+            advance)
         # Pull: start the next window from the central copy, θ ← θ̃, a ← 0.
         pull = tf.group(
             *[local_variable.assign(central_variable.read_value())
@@ -133,13 +138,13 @@ def main():
         # per window: it follows the commit, so the global step they read is
         # up to date. The hooks read it from the ps, so the local steps, which
         # must not talk to the ps, bypass them, and so does the commit.
-        report.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
         while not session.should_stop():
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                report.run_without_hooks(
+                cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            report.run_without_hooks(session, commit)  # Distributed: push a / T
+            cluster.run_without_hooks(session, commit)  # Distributed: push a / T
             session.run(pull)  # Distributed: θ ← θ̃
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped

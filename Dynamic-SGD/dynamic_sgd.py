@@ -36,7 +36,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -71,11 +71,11 @@ def main():
         central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
         evaluation = model.Classifier(mlp=central, summaries=False)
 
-        clock = report.counter("clock")  # c: commits applied so far
-        pulled_at = report.counter("pulled_at", [task.num_workers])  # c at pulls
+        clock = counters.counter("clock")  # c: commits applied so far
+        pulled_at = counters.counter("pulled_at", [task.num_workers])  # c at pulls
         # The record of every commit, for the report: who, and how stale.
-        commit_worker = report.counter("commit_worker", [max_commits])
-        commit_staleness = report.counter("commit_staleness", [max_commits])
+        commit_worker = counters.counter("commit_worker", [max_commits])
+        commit_staleness = counters.counter("commit_staleness", [max_commits])
     with cluster.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):  # Distributed: this worker's own
         local = model.MLP(args.seed)  # θ, overwritten by every pull
@@ -140,7 +140,7 @@ def main():
                                  summary_dir=args.logdir if task.is_chief else None,
                                  # Distributed: it also writes the commits per
                                  # worker and their staleness.
-                                 summaries=[report.CommitRecord(
+                                 summaries=[counters.CommitRecord(
                                      clock, commit_worker, commit_staleness,
                                      task.num_workers, window)])]
     if task.is_chief:  # the chief tracks test accuracy (--eval_every)
@@ -157,13 +157,13 @@ def main():
         # per window: it follows the commit, so the global step they read is
         # up to date. The hooks read it from the ps, so the local steps, which
         # must not talk to the ps, bypass them, and so does the commit.
-        report.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
         while not session.should_stop():
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                report.run_without_hooks(
+                cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            report.run_without_hooks(session, commit)  # Distributed: push Δ
+            cluster.run_without_hooks(session, commit)  # Distributed: push Δ
             session.run(pull)  # Distributed: θ ← θ̃
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped
@@ -171,14 +171,14 @@ def main():
         # --- Evaluate the central copy and report (the chief only) ---
         if task.is_chief:
             report.save_local_copy(session, local.variables, args.logdir)
-            commits = report.write_commit_record(  # Distributed:
+            commits = counters.write_commit_record(  # Distributed:
                 session, args.logdir, clock, commit_worker, commit_staleness,
                 pulled_at)
             report.evaluate_and_write(
                 session, args, "dynamic-sgd", evaluation, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
                 communication_window=window,  # Distributed:
-                **report.staleness_summary(commits, task.num_workers))  # Distributed:
+                **counters.staleness_summary(commits, task.num_workers))  # Distributed:
     cluster.signal_done(server, task)  # Distributed: lets the ps exit
 
 

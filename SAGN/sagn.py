@@ -44,7 +44,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -103,7 +103,7 @@ def main():
             tf.compat.v1.train.GradientDescentOptimizer(1.0),
             replicas_to_aggregate=replicas,  # Distributed:
             total_num_replicas=task.num_workers)  # Distributed:
-        commits = report.WorkerCounter(task, "commits")  # Distributed: for the report
+        commits = counters.WorkerCounter(task, "commits")  # Distributed: for the report
         commit = tf.group(  # Distributed:
             averager.apply_gradients(
                 [(-update.read_value() / window, central_variable)
@@ -160,18 +160,18 @@ def main():
         # Only the commit goes through the hooks (stop at step, progress):
         # it returns once the synchronous update is applied. Local steps,
         # which must not talk to the ps, bypass them, and so do the pulls.
-        report.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
         while not session.should_stop():
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                report.run_without_hooks(
+                cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
             session.run(commit)  # Distributed: push a / T, wait for the update
             if barrier is not None:  # Distributed: one commit per worker per round
-                report.run_without_hooks(session, barrier)
-            report.run_without_hooks(session, pull)  # Distributed: θ ← θ̃
+                cluster.run_without_hooks(session, barrier)
+            cluster.run_without_hooks(session, pull)  # Distributed: θ ← θ̃
         # Distributed: let any worker still waiting for a token finish.
-        report.run_without_hooks(session, release_waiters)
+        cluster.run_without_hooks(session, release_waiters)
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped
 

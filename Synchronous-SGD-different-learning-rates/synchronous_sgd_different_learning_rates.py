@@ -57,7 +57,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     # The optimizers the ps can apply; each takes the base rate --learning_rate.
     optimizers = {
@@ -106,7 +106,7 @@ def main():
         scaled = [(gradient * (my_rate / args.learning_rate), variable)  # Distributed:
                   for gradient, variable
                   in optimizer.compute_gradients(classifier.loss)]
-        gradients_computed = report.WorkerCounter(  # Distributed: for the report
+        gradients_computed = counters.WorkerCounter(  # Distributed: for the report
             task, "gradients_computed")
         train_op = tf.group(
             optimizer.apply_gradients(scaled, global_step=global_step),
@@ -149,7 +149,7 @@ def main():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
         # Distributed: let any worker still waiting for a token finish.
-        report.run_without_hooks(session, release_waiters)
+        cluster.run_without_hooks(session, release_waiters)
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped
 

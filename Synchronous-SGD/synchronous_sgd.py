@@ -53,7 +53,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -105,7 +105,7 @@ def main():
             tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate),
             replicas_to_aggregate=replicas,  # Distributed:
             total_num_replicas=task.num_workers)  # Distributed:
-        gradients_computed = report.WorkerCounter(  # Distributed: for the report
+        gradients_computed = counters.WorkerCounter(  # Distributed: for the report
             task, "gradients_computed")
         train_op = tf.group(
             optimizer.minimize(classifier.loss, global_step=global_step),
@@ -152,9 +152,9 @@ def main():
             batch_images, batch_labels = next_batch()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
             if barrier is not None:  # Distributed: one gradient per worker per step
-                report.run_without_hooks(session, barrier)
+                cluster.run_without_hooks(session, barrier)
         # Distributed: let any worker still waiting for a token finish.
-        report.run_without_hooks(session, release_waiters)
+        cluster.run_without_hooks(session, release_waiters)
         cluster.training_finished(server, task)  # Distributed: chief waits for all
         wall_s = time.perf_counter() - start  # until the last worker stopped
 

@@ -449,3 +449,27 @@ def serve_until_workers_done(server, task):
 
     _run_in_own_graph(server, task, every_worker_done)
     cli.exit_with_teardown()  # the workers may still be closing sessions
+
+
+def run_without_hooks(session, fetches, feed_dict=None):
+    """`session.run`, but a MonitoredSession's hooks do not see it.
+
+    Used for the final evaluation, so it is not counted as a training step;
+    and, in the schemes with a communication window, for the local steps,
+    which must not pay for the round trip to the ps that the hooks' read of
+    the global step costs, and for every exchange with the ps but the one
+    per window that the hooks should see.
+    """
+    if hasattr(session, "run_step_fn"):  # a MonitoredSession
+        def step(step_context):
+            return step_context.session.run(fetches, feed_dict)
+        try:
+            return session.run_step_fn(step)
+        except RuntimeError as error:
+            # Distributed: when a restarted ps made the MonitoredSession
+            # build a new session during the call, TensorFlow hands the step
+            # the old, closed one; the next call gets the new one.
+            if "closed Session" not in str(error):
+                raise
+            return session.run_step_fn(step)
+    return session.run(fetches, feed_dict)

@@ -86,9 +86,9 @@ def test_readmes_list_the_scheme_tags(folder, tags):
 def test_commit_log_staleness_is_per_interval():
     import tensorflow as tf
 
-    from guide import report
+    from guide import counters
     with tf.Graph().as_default():
-        log = report.CommitLog(SimpleNamespace(task_index=0, num_workers=2))
+        log = counters.CommitLog(SimpleNamespace(task_index=0, num_workers=2))
     first = log.scalars([np.array([2, 1]), np.array([0, 6])])
     assert first == {"commits/worker_0": 2, "commits/worker_1": 1,
                      "staleness": 2.0}
@@ -99,8 +99,8 @@ def test_commit_log_staleness_is_per_interval():
 
 
 def test_commit_record_counts_staleness_in_minibatches():
-    from guide import report
-    record = report.CommitRecord(None, None, None, num_workers=2,
+    from guide import counters
+    record = counters.CommitRecord(None, None, None, num_workers=2,
                                  steps_per_commit=4)
     workers, staleness = np.array([0, 1, 0, 0, 0]), np.array([0, 1, 1, 0, 0])
     assert record.scalars([3, workers, staleness]) == {
@@ -109,8 +109,8 @@ def test_commit_record_counts_staleness_in_minibatches():
 
 
 def test_dropped_gradients_per_step():
-    from guide import report
-    dropped = report.DroppedGradients(None, None, None, replicas=2)
+    from guide import counters
+    dropped = counters.DroppedGradients(None, None, None, replicas=2)
     # 3 workers, 2 averaged per step: 10 steps, 31 computed, 1 waiting.
     assert dropped.scalars([np.array([11, 10, 10]), 10, 1]) == {
         "gradients_dropped": 1.0}

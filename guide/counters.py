@@ -1,0 +1,191 @@
+"""Global state the schemes keep beside the model, on the ps: counts per
+worker of commits and gradients, their staleness, and the full record of
+commits that Dynamic-SGD keeps. The chief reads them for the RESULT line and
+`ProgressHook` for TensorBoard."""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from guide import cluster
+
+
+def counter(name, shape=()):
+    """An int64 variable of zeros, not trainable: a count the run keeps."""
+    return tf.compat.v1.Variable(tf.zeros(shape, tf.int64), trainable=False,
+                                 name=name)
+
+
+class CommitLog:
+    """Each worker's commits and their staleness, counted on the ps.
+
+    Build it under the replica device setter: its counters are then global
+    state, one entry per worker, that the chief reads at the end. A commit's
+    staleness is the global step when it lands minus the global step when
+    its worker last pulled: how many minibatches other workers added to the
+    central copy while this worker computed on its own.
+    """
+
+    def __init__(self, task):
+        self._task_index = task.task_index
+        with tf.compat.v1.variable_scope("commit_log"):
+            per_worker = [task.num_workers]
+            self.commits = counter("commits", per_worker)
+            self.staleness_sum = counter("staleness_sum", per_worker)
+            self.pulled_at = counter("pulled_at", per_worker)
+        self._last = (0, 0)  # commits and staleness sum at the last `scalars`
+
+    def record_pull(self, global_step):
+        """Op: note the global step this worker's copy was pulled at."""
+        return tf.compat.v1.scatter_update(self.pulled_at, [self._task_index],
+                                           [global_step.read_value()])
+
+    def record_commit(self, global_step):
+        """Op: count one commit and its staleness. Run it before the commit
+        advances the global step (a control dependency), since the
+        staleness is measured against the step the commit lands at."""
+        landed_at = global_step.read_value()
+        staleness = landed_at - self.pulled_at[self._task_index]
+        return tf.group(
+            tf.compat.v1.scatter_add(self.commits, [self._task_index], [1]),
+            tf.compat.v1.scatter_add(self.staleness_sum, [self._task_index],
+                                     [staleness]))
+
+    @property
+    def fetches(self):
+        """What `scalars` needs, read by `ProgressHook` every --log_every."""
+        return [self.commits, self.staleness_sum]
+
+    def scalars(self, values):
+        """TensorBoard's `commits/worker_<i>` (commits so far) and
+        `staleness`: the mean staleness of the commits since the last call
+        (none when there were none)."""
+        commits, staleness_sum = values
+        total, stale = int(commits.sum()), int(staleness_sum.sum())
+        last_total, last_stale = self._last
+        self._last = (total, stale)
+        scalars = {f"commits/worker_{index}": int(count)
+                   for index, count in enumerate(commits)}
+        if total > last_total:
+            scalars["staleness"] = (stale - last_stale) / (total - last_total)
+        return scalars
+
+    def results(self, session):
+        """`commits` (a list, one count per worker) and `mean_staleness`."""
+        commits, staleness_sum = cluster.run_without_hooks(
+            session, [self.commits, self.staleness_sum])
+        mean = staleness_sum.sum() / max(commits.sum(), 1)
+        return {"commits": [int(count) for count in commits],
+                "mean_staleness": round(float(mean), 2)}
+
+
+class WorkerCounter:
+    """One counter per worker, on the ps, that the chief reads at the end.
+
+    Build it under the replica device setter; `increment` is an op that adds
+    one to this worker's entry.
+    """
+
+    def __init__(self, task, name):
+        self.counts = counter(name, [task.num_workers])
+        self.increment = tf.compat.v1.scatter_add(self.counts, [task.task_index],
+                                                  [1])
+
+    def dropped_summaries(self, global_step, waiting, replicas):
+        """For `ProgressHook`: the `gradients_dropped` scalar, as in
+        `read_with_dropped`."""
+        return DroppedGradients(self.counts, global_step, waiting, replicas)
+
+    def read_with_dropped(self, session, global_step, waiting, replicas):
+        """For counted gradients (or commits) of a SyncReplicasOptimizer job:
+        the counts per worker, and how many were never averaged into an
+        update, dropped as stale: counted − R × global steps − those still
+        `waiting` in the accumulator (`cluster.gradients_waiting`). An upper
+        bound, if a step ever averaged more than R."""
+        counts, step, left_over = cluster.run_without_hooks(
+            session, [self.counts, global_step, waiting])
+        return ([int(count) for count in counts],
+                int(counts.sum()) - replicas * int(step) - int(left_over))
+
+
+class DroppedGradients:
+    """TensorBoard's `gradients_dropped`, for `ProgressHook`: the gradients
+    (or commits) dropped as stale per global step since the last call, from
+    counts as in `WorkerCounter.read_with_dropped`."""
+
+    def __init__(self, counts, global_step, waiting, replicas):
+        self.fetches = [counts, global_step, waiting]
+        self._replicas = replicas
+        self._last = (0, 0)
+
+    def scalars(self, values):
+        counts, step, waiting = values
+        dropped = int(counts.sum()) - self._replicas * int(step) - int(waiting)
+        last_dropped, last_step = self._last
+        self._last = (dropped, int(step))
+        if int(step) <= last_step:
+            return {}
+        # The three counts are read at once but not atomically, so an
+        # interval can come out a little below zero; none is dropped then.
+        return {"gradients_dropped":
+                max(dropped - last_dropped, 0) / (int(step) - last_step)}
+
+
+class CommitRecord:
+    """TensorBoard's `commits/worker_<i>` and `staleness` (as
+    `CommitLog.scalars`) from a full record of commits: the commit counter
+    `clock` and, per commit, its worker and its staleness τ in commits,
+    written in minibatches, τ × `steps_per_commit`, as every other example
+    counts it."""
+
+    def __init__(self, clock, commit_worker, commit_staleness, num_workers,
+                 steps_per_commit):
+        self.fetches = [clock, commit_worker, commit_staleness]
+        self._num_workers = num_workers
+        self._steps_per_commit = steps_per_commit
+        self._seen = 0
+
+    def scalars(self, values):
+        count, workers, staleness = values
+        count = int(count)
+        per_worker = np.bincount(workers[:count], minlength=self._num_workers)
+        scalars = {f"commits/worker_{index}": int(commits)
+                   for index, commits in enumerate(per_worker)}
+        if count > self._seen:
+            scalars["staleness"] = float(
+                staleness[self._seen:count].mean()) * self._steps_per_commit
+        self._seen = count
+        return scalars
+
+
+def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
+                        pulled_at):
+    """Writes `<logdir>/commits.json`: every commit in the order the ps
+    applied it (worker, staleness τ), and each worker's clock at its last
+    pull. Returns the list of commits."""
+    count, workers, staleness, pulls = cluster.run_without_hooks(
+        session, [clock, commit_worker, commit_staleness, pulled_at])
+    commits = [{"worker": int(worker), "staleness": int(tau)}
+               for worker, tau in zip(workers[:count], staleness[:count])]
+    os.makedirs(logdir, exist_ok=True)
+    with open(os.path.join(logdir, "commits.json"), "w") as stream:
+        json.dump({"commits": commits,
+                   "clock_at_last_pull": [int(pull) for pull in pulls]}, stream)
+        stream.write("\n")
+    return commits
+
+
+def staleness_summary(commits, num_workers):
+    """The RESULT fields of a commit record: commits per worker, the mean
+    staleness and how often each staleness occurred (`τ:count,...`)."""
+    per_worker = [0] * num_workers
+    histogram = {}
+    for commit in commits:
+        per_worker[commit["worker"]] += 1
+        histogram[commit["staleness"]] = histogram.get(commit["staleness"], 0) + 1
+    mean = sum(tau * count for tau, count in histogram.items()) / max(len(commits), 1)
+    return {"commits": per_worker, "mean_staleness": round(mean, 2),
+            "staleness_histogram": [f"{tau}:{histogram[tau]}"
+                                    for tau in sorted(histogram)]}
