@@ -20,12 +20,7 @@ from guide import cli, data
 
 
 def main():
-    args = cli.parse(cli.make_parser(__doc__, __file__, distributed=False))
-    dataset = data.load(args)
-    batches = data.Batches(dataset.train_images, dataset.train_labels,
-                           args.batch_size, seed=args.seed)
-
-    # --- Build the graph ---
+    args = cli.parse(cli.make_parser(__doc__, __file__, cluster_flags=False))
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -33,8 +28,16 @@ def main():
     from guide import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+
+    # --- The data ---
+    dataset = data.load(args)
+    batches = data.Batches(dataset.train_images, dataset.train_labels,
+                           args.batch_size, seed=args.seed)
+
+    # --- The graph ---
     global_step = tf.compat.v1.train.get_or_create_global_step()
     classifier = model.Classifier(args.seed)
+    # The update rule: theta <- theta - learning_rate * gradient.
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
     train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
@@ -42,9 +45,9 @@ def main():
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir),
-             # test accuracy as training goes, with --eval_every
-             report.AccuracyCurveHook(args, global_step, classifier, dataset)]
+                                 summary_dir=args.logdir)]
+    # Test accuracy as training goes, with --eval_every.
+    hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:

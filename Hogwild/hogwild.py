@@ -24,12 +24,18 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
+    # --worker_hosts, --job_name and --task_index.
     args = cli.parse(cli.make_parser(__doc__, __file__))
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks, and
+    # `evaluator` the loop of an evaluator task.
     from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -38,63 +44,84 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker.
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # The update rule: theta <- theta - learning_rate * gradient, applied
-        # on the ps the moment this worker's gradient arrives, with no lock
-        # against the other workers' updates (Hogwild's "lock-free").
+        # Distributed: the update rule, theta <- theta - learning_rate *
+        # gradient, is applied on the ps the moment this worker's gradient
+        # arrives, with no lock against the other workers' updates
+        # (Hogwild's "lock-free").
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(
             args.learning_rate, use_locking=False)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: no 30 s poll for the chief; restarts resume (cluster.py).
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
+                                 # Distributed: only the chief writes summaries.
                                  summary_dir=args.logdir if task.is_chief else None)]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, scaffold=scaffold, hooks=hooks,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief evaluates, and its result names the
+        # cluster it ran on.
         if task.is_chief:
             report.evaluate_and_write(session, args, "hogwild", classifier,
                                       dataset, global_step, wall_s,
                                       workers=task.num_workers, ps=task.num_ps)
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def task_from_tf_config(environ):
 
 
 def main():
-    parser = cli.make_parser(__doc__, __file__, distributed=False)
+    parser = cli.make_parser(__doc__, __file__, cluster_flags=False)
     # Each scheduled function is one round trip from the coordinator, which
     # costs more than the step itself: run several steps per round trip, as
     # Keras's `steps_per_execution` does (the measurements are in README.md).

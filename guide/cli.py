@@ -87,7 +87,7 @@ def _default_help(help_text, value):
             f"mnist and fashion_mnist)")
 
 
-def make_parser(doc, script_file, *, distributed=True, train_steps=(1000, 6000),
+def make_parser(doc, script_file, *, cluster_flags=True, train_steps=(1000, 6000),
                 batch_size=100, learning_rate=0.2):
     """The parser with the common flags; an example adds its own on top.
 
@@ -151,7 +151,7 @@ def make_parser(doc, script_file, *, distributed=True, train_steps=(1000, 6000),
                           help="the chief measures test accuracy every this "
                                "many global steps and writes the curve to "
                                "accuracy_curve.json (0: only at the end)")
-    if distributed:
+    if cluster_flags:
         cluster = parser.add_argument_group(
             "cluster (ignored when TF_CONFIG is set)")
         cluster.add_argument("--ps_hosts", default="",

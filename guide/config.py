@@ -141,7 +141,7 @@ def _from_flags(args):
     return cluster, args.job_name, args.task_index, "--job_name/--task_index"
 
 
-def resolve(args, environ, *, needs_ps=True):
+def resolve(args, environ):
     """This task's TaskConfig; TF_CONFIG wins over the flags when both are set.
 
     Raises UsageError, naming the problem and the fix, on any bad input.
@@ -162,7 +162,7 @@ def resolve(args, environ, *, needs_ps=True):
     if "worker" not in cluster:
         raise UsageError(f"the cluster from {source} has no worker; add at "
                          f"least one")
-    if needs_ps and "ps" not in cluster:
+    if "ps" not in cluster:
         raise UsageError(f"the cluster from {source} has no ps; this example "
                          f"keeps its variables on a parameter server, so add "
                          f"one (--ps 1 with run.sh; by hand, --ps_hosts or "
