@@ -87,7 +87,7 @@ def main():
     # Distributed: the global state, on the ps: the global step, the central
     # copy θ̃ (initialised once, by the chief), a classifier on θ̃ for the
     # evaluation, the clock c that counts the commits applied so far, each
-    # worker's c at its last pull, and the record of every commit for the
+    # worker's c_i (c at its last pull), and the record of every commit for the
     # report: who, and how stale.
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -129,9 +129,10 @@ def main():
     me = task.task_index
 
     # Distributed: the commit, DynSGD's update rule on the ps: its staleness
-    # τ = c − c_at_last_pull, then θ̃ ← θ̃ + Δ / (τ + 1), so a stale update
-    # counts for less; it records the commit, advances the clock c ← c + 1,
-    # and advances the global step by T, so that it counts minibatches.
+    # τ = c − c_i, with c_i the clock at this worker's last pull, then
+    # θ̃ ← θ̃ + Δ / (τ + 1), so a stale update counts for less; it records the
+    # commit, advances the clock c ← c + 1, and advances the global step by
+    # T, so that it counts minibatches.
     def commit_ops():
         now = clock.read_value()
         staleness = now - pulled_at[me]
@@ -145,8 +146,8 @@ def main():
                 clock.assign_add(1), global_step.assign_add(window))
 
     # Distributed: the pull starts the next window from the central copy,
-    # θ ← θ̃, Δ ← 0, and notes the clock, c_at_last_pull ← c, from which the
-    # next commit's staleness is counted.
+    # θ ← θ̃, Δ ← 0, and notes the clock, c_i ← c, from which the next
+    # commit's staleness is counted.
     def pull_ops():
         return tf.group(
             *[local_variable.assign(central_variable.read_value())
