@@ -24,22 +24,28 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, and AGN's own.
     # The commit a / T moves the central copy by η / T per minibatch, a T-th
     # of what SGD's η does: on the real data sets the rate is T × 0.2, so
-    # that it learns per example as fast as the baseline (see README.md).
+    # that it learns per example as fast as the baseline. Dividing by T keeps
+    # each commit one step's size, so a wider window T costs little accuracy
+    # while it cuts the traffic (see README.md).
     parser = cli.make_parser(__doc__, __file__, learning_rate=(0.2, 0.8))
-    # Dividing by T keeps each commit one step's size, so a wider window
-    # costs little accuracy while it cuts the traffic (see README.md).
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = cli.parse(parser)
     # Distributed: a window longer than the run would overshoot --train_steps.
     cli.check_window(args)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks,
+    # `counters` the ps-side log of commits, and `evaluator` the loop of an
+    # evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -48,33 +54,49 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy on the ps, a local copy on this worker ---
-    worker_device = f"/job:worker/task:{task.task_index}"  # Distributed:
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made under it on
+    # a ps (round robin over them) and every op on this worker, whose device
+    # also holds the local copy.
+    worker_device = f"/job:worker/task:{task.task_index}"
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
+    # Distributed: the global state, on the ps: the global step, the central
+    # copy θ̃ (initialised once, by the chief), the log of the commits per
+    # worker and their staleness, and a classifier on θ̃ for the evaluation.
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
-        commit_log = counters.CommitLog(task)  # commits and staleness per worker
+        central = model.MLP(args.seed)
+        commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    with cluster.local_variables(worker_device):  # Distributed: this worker's own
-        local = model.MLP(args.seed)  # θ, overwritten by every pull
-        accumulated = [  # a = −η Σ g over the window
+    # Distributed: this worker's own state, local variables that the chief
+    # neither initialises nor checkpoints: the local copy θ, overwritten by
+    # every pull, the accumulated update a = −η Σ g over the window, and the
+    # last local step's loss, which the progress line and summaries read.
+    with cluster.local_variables(worker_device):
+        local = model.MLP(args.seed)
+        accumulated = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="accumulated_update")
             for variable in local.variables]
@@ -82,7 +104,8 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # One local step, on this worker only: θ ← θ − η g, and a ← a − η g.
+        # Distributed: one local step, on this worker only, with no traffic
+        # to the ps: θ ← θ − η g, and a ← a − η g for the next commit.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
@@ -91,20 +114,26 @@ def main():
               for update, gradient in zip(accumulated, gradients)],
             last_loss.assign(classifier.loss))
 
+    # Distributed: the exchange with the ps, once every T local steps; its
+    # ops run on the ps, beside the central copy.
     window = args.communication_window
-    with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
-        # Commit the normalised update: the ps applies θ̃ ← θ̃ + a / T; the
-        # global step counts the window's minibatches.
-        # The global step counts the window's minibatches. It advances only
-        # after the commit's staleness is counted, which reads it.
+    with tf.compat.v1.device(device_setter):
+        # Distributed: the global step counts the window's T minibatches; it
+        # advances only after the commit's staleness is counted, which reads
+        # it.
         counted = commit_log.record_commit(global_step)
         with tf.control_dependencies([counted]):
             advance = global_step.assign_add(window)
+        # Distributed: the commit, AGN's update rule on the ps: θ̃ ← θ̃ + a / T,
+        # the accumulated update normalised by the window, so that each
+        # commit is one step's size however long the window.
         commit = tf.group(
             *[central_variable.assign_add(update / window)
               for central_variable, update in zip(central.variables, accumulated)],
             advance)
-        # Pull: start the next window from the central copy, θ ← θ̃, a ← 0.
+        # Distributed: the pull starts the next window from the central copy,
+        # θ ← θ̃, a ← 0, and notes the global step, to measure the next
+        # commit's staleness.
         pull = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
@@ -112,51 +141,73 @@ def main():
             *[update.assign(tf.zeros_like(update)) for update in accumulated],
             commit_log.record_pull(global_step))
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             # Distributed: the hooks run once per window, with the pull, so
+             # the progress line reads the last local step's loss from its
+             # variable, and counts a window's T steps per run.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 steps_per_run=window,  # Distributed: one window
+                                 steps_per_run=window,
+                                 # Distributed: only the chief writes summaries,
+                                 # with the commits per worker and their
+                                 # staleness.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes the commits per
-                                 # worker and their staleness.
                                  summaries=[commit_log])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks the central copy's test accuracy,
+    # with --eval_every.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Only the pull goes through the hooks (stop at step, progress), once
-        # per window: it follows the commit, so the global step they read is
-        # up to date. The hooks read it from the ps, so the local steps, which
-        # must not talk to the ps, bypass them, and so does the commit.
-        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        # Distributed: the first pull starts this worker from θ̃. Only the
+        # pull at the end of each window goes through the hooks (stop at
+        # step, progress): it follows the commit, so the global step they
+        # read is up to date. The hooks read it from the ps, so the local
+        # steps, which must not talk to the ps, bypass them, and so do the
+        # commit and this first pull.
+        cluster.run_without_hooks(session, pull)
         while not session.should_stop():
+            # Distributed: T local steps on θ, each adding its update −η g to
+            # a, with no exchange with the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            cluster.run_without_hooks(session, commit)  # Distributed: push a / T
-            session.run(pull)  # Distributed: θ ← θ̃
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+            # Distributed: push a / T to the ps, then pull θ ← θ̃ for the next
+            # window.
+            cluster.run_without_hooks(session, commit)
+            session.run(pull)
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
-        # --- Evaluate the central copy and report (the chief only) ---
+        # --- Evaluate and report: the central copy (the chief only) ---
+        # Distributed: only the chief evaluates, the central copy θ̃, and its
+        # result names the cluster, the window T, and the commits per worker
+        # and their staleness.
         if task.is_chief:
             report.evaluate_and_write(
                 session, args, "agn", evaluation, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
-                communication_window=window,  # Distributed:
-                **commit_log.results(session))  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                communication_window=window,
+                **commit_log.results(session))
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

@@ -24,19 +24,26 @@ from guide import cli, config, data
 
 
 def main():
-    # An Adagrad step moves each parameter by at most η (|g| / √G ≤ 1), so η
-    # is smaller than SGD's 0.2 (the measurements are in README.md).
+    # Distributed: the parser adds the classic cluster flags, and DOWNPOUR's
+    # own: the rate η of the Adagrad steps on both sides, smaller than SGD's
+    # 0.2 because an Adagrad step moves each parameter by at most η
+    # (|g| / √G ≤ 1; the measurements are in README.md), and the window T.
     parser = cli.make_parser(__doc__, __file__, learning_rate=0.05)
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = cli.parse(parser)
     # Distributed: a window longer than the run would overshoot --train_steps.
     cli.check_window(args)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks,
+    # `counters` the ps-side log of commits, and `evaluator` the loop of an
+    # evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -45,33 +52,49 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy on the ps, a local copy on this worker ---
-    worker_device = f"/job:worker/task:{task.task_index}"  # Distributed:
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made under it on
+    # a ps (round robin over them) and every op on this worker, whose device
+    # also holds the local copy.
+    worker_device = f"/job:worker/task:{task.task_index}"
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
+    # Distributed: the global state, on the ps: the global step, the central
+    # copy θ̃ (initialised once, by the chief), the log of the commits per
+    # worker and their staleness, and a classifier on θ̃ for the evaluation.
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
-        commit_log = counters.CommitLog(task)  # commits and staleness per worker
+        central = model.MLP(args.seed)
+        commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    with cluster.local_variables(worker_device):  # Distributed: this worker's own
-        local = model.MLP(args.seed)  # θ, overwritten by every pull
-        gradient_sum = [  # Σ g over the window
+    # Distributed: this worker's own state, local variables that the chief
+    # neither initialises nor checkpoints: the local copy θ, overwritten by
+    # every pull, the sum Σ g of the window's gradients, and the last local
+    # step's loss, which the progress line and summaries read.
+    with cluster.local_variables(worker_device):
+        local = model.MLP(args.seed)
+        gradient_sum = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="gradient_sum")
             for variable in local.variables]
@@ -79,8 +102,9 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # One local step, on this worker only: an Adagrad step on θ (its
-        # accumulators are local variables too), and Σ g ← Σ g + g.
+        # Distributed: one local step, on this worker only, with no traffic
+        # to the ps: an Adagrad step on θ (its accumulators are local
+        # variables too), and Σ g ← Σ g + g for the next commit.
         gradients = tf.gradients(classifier.loss, local.variables)
         local_optimizer = tf.compat.v1.train.AdagradOptimizer(args.learning_rate)
         local_step = tf.group(
@@ -89,16 +113,19 @@ def main():
               for total, gradient in zip(gradient_sum, gradients)],
             last_loss.assign(classifier.loss))
 
+    # Distributed: the exchange with the ps, once every T local steps; its
+    # ops run on the ps, beside the central copy.
     window = args.communication_window
-    with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
-        # Commit: the ps applies Σ g with its own Adagrad, whose accumulators
-        # G̃ are global variables on the ps: G̃ ← G̃ + (Σ g)², θ̃ ← θ̃ − η Σ g / √G̃.
-        # Locking applies each commit whole, never interleaved with another.
-        # The global step counts the window's minibatches.
+    with tf.compat.v1.device(device_setter):
+        # Distributed: the commit, DOWNPOUR's update rule on the ps: its own
+        # Adagrad, whose accumulators G̃ are global variables on the ps,
+        # applies G̃ ← G̃ + (Σ g)², θ̃ ← θ̃ − η Σ g / √G̃; locking applies each
+        # commit whole, never interleaved with another worker's.
         central_optimizer = tf.compat.v1.train.AdagradOptimizer(
             args.learning_rate, use_locking=True)
-        # The global step counts the window's minibatches. It advances only
-        # after the commit's staleness is counted, which reads it.
+        # Distributed: the global step counts the window's T minibatches; it
+        # advances only after the commit's staleness is counted, which reads
+        # it.
         counted = commit_log.record_commit(global_step)
         with tf.control_dependencies([counted]):
             advance = global_step.assign_add(window)
@@ -107,7 +134,9 @@ def main():
                 [(total.read_value(), central_variable) for central_variable, total
                  in zip(central.variables, gradient_sum)]),
             advance)
-        # Pull: start the next window from the central copy, θ ← θ̃, Σ g ← 0.
+        # Distributed: the pull starts the next window from the central copy,
+        # θ ← θ̃, Σ g ← 0, and notes the global step, to measure the next
+        # commit's staleness.
         pull = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
@@ -115,51 +144,73 @@ def main():
             *[total.assign(tf.zeros_like(total)) for total in gradient_sum],
             commit_log.record_pull(global_step))
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             # Distributed: the hooks run once per window, with the pull, so
+             # the progress line reads the last local step's loss from its
+             # variable, and counts a window's T steps per run.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 steps_per_run=window,  # Distributed: one window
+                                 steps_per_run=window,
+                                 # Distributed: only the chief writes summaries,
+                                 # with the commits per worker and their
+                                 # staleness.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes the commits per
-                                 # worker and their staleness.
                                  summaries=[commit_log])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks the central copy's test accuracy,
+    # with --eval_every.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Only the pull goes through the hooks (stop at step, progress), once
-        # per window: it follows the commit, so the global step they read is
-        # up to date. The hooks read it from the ps, so the local steps, which
-        # must not talk to the ps, bypass them, and so does the commit.
-        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        # Distributed: the first pull starts this worker from θ̃. Only the
+        # pull at the end of each window goes through the hooks (stop at
+        # step, progress): it follows the commit, so the global step they
+        # read is up to date. The hooks read it from the ps, so the local
+        # steps, which must not talk to the ps, bypass them, and so do the
+        # commit and this first pull.
+        cluster.run_without_hooks(session, pull)
         while not session.should_stop():
+            # Distributed: T local steps on θ, each summing its gradient into
+            # Σ g, with no exchange with the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            cluster.run_without_hooks(session, commit)  # Distributed: push Σ g
-            session.run(pull)  # Distributed: θ ← θ̃
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+            # Distributed: push Σ g to the ps, then pull θ ← θ̃ for the next
+            # window.
+            cluster.run_without_hooks(session, commit)
+            session.run(pull)
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
-        # --- Evaluate the central copy and report (the chief only) ---
+        # --- Evaluate and report: the central copy (the chief only) ---
+        # Distributed: only the chief evaluates, the central copy θ̃, and its
+        # result names the cluster, the window T, and the commits per worker
+        # and their staleness.
         if task.is_chief:
             report.evaluate_and_write(
                 session, args, "downpour", evaluation, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
-                communication_window=window,  # Distributed:
-                **commit_log.results(session))  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                communication_window=window,
+                **commit_log.results(session))
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

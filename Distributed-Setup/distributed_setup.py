@@ -25,13 +25,18 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
+    # --worker_hosts, --job_name and --task_index.
     args = cli.parse(cli.make_parser(__doc__, __file__))
-    # Distributed: who am I? From TF_CONFIG if set, else from the flags.
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
     task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks, and
+    # `evaluator` the loop of an evaluator task.
     from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -39,75 +44,90 @@ def main():
     if task.job_name == "evaluator":
         return evaluator.run(args)
 
-    # --- The cluster ---
-    # Distributed: a ClusterSpec names every task; each process runs a Server
-    # for its own task, through which the others reach its devices.
+    # --- The cluster: every task runs a server; a ps only serves ---
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
-    server = tf.distribute.Server(  # Distributed:
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
     if task.job_name == "ps":
-        # Distributed: a ps only serves its variables. Unlike server.join(),
-        # this returns once every worker has said it is done.
         cluster.serve_until_workers_done(server, task)
         print("all workers are done; parameter server exiting", flush=True)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
-    # --- The graph ---
-    # Distributed: replica_device_setter puts every variable on a ps (round
-    # robin over the ps tasks) and every other op on this worker.
+    # --- The graph: variables on the ps, computation on this worker ---
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        gradients = optimizer.compute_gradients(classifier.loss)  # on this worker
-        train_op = optimizer.apply_gradients(  # on the ps, beside each variable
-            gradients, global_step=global_step)
+        # Distributed: minimize() in its two halves, to show where each runs:
+        # the gradient is computed on this worker, and the update
+        # theta <- theta - learning_rate * gradient is applied on the ps,
+        # beside each variable.
+        gradients = optimizer.compute_gradients(classifier.loss)
+        train_op = optimizer.apply_gradients(gradients, global_step=global_step)
+    # Distributed: prints the placement the device setter chose, so a reader
+    # sees each variable on the ps and its gradient on the worker.
     for gradient, variable in gradients:
         print(f"{variable.op.name:15} lives on {variable.device}; its gradient "
               f"is computed on {gradient.device}", flush=True)
 
-    # --- The session ---
-    # Distributed: the chief (worker 0) initialises the variables and writes
-    # checkpoints and summaries; the others wait until it is done, then join.
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief (worker 0) initialises the variables on the ps,
+    # or resumes them after a restart; the others wait for its signal, with
+    # no 30 s poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
+                                 # Distributed: only the chief writes summaries.
                                  summary_dir=args.logdir if task.is_chief else None)]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief evaluates, and its result names the
+        # cluster it ran on.
         if task.is_chief:
-            report.evaluate_and_write(session, args, "distributed-setup", classifier,
-                                      dataset, global_step, wall_s,
+            report.evaluate_and_write(session, args, "distributed-setup",
+                                      classifier, dataset, global_step, wall_s,
                                       workers=task.num_workers, ps=task.num_ps)
-    # Distributed: tell the ps this worker is finished, so it can exit.
+    # Distributed: tells the ps this worker is done, so that it can exit.
     cluster.signal_done(server, task)
 
 

@@ -22,12 +22,18 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
+    # --worker_hosts, --job_name and --task_index.
     args = cli.parse(cli.make_parser(__doc__, __file__))
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks, and
+    # `evaluator` the loop of an evaluator task.
     from guide import cluster, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -35,50 +41,74 @@ def main():
     if task.job_name == "evaluator":
         return evaluator.run(args)
 
-    # --- The cluster ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # --- The cluster: every task runs a server; a ps only serves ---
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker.
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
+        # The update rule: theta <- theta - learning_rate * gradient.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
+        # Distributed: the global step after this worker's update, read from
+        # the ps, where every worker advances it: with no StopAtStepHook, the
+        # loop tests it itself.
         with tf.control_dependencies([train_op]):
-            step_after_update = global_step.read_value()  # for the loop's test
+            step_after_update = global_step.read_value()
+        # Distributed: the chief's loop writes the summaries (see the
+        # Supervisor's summary_op below), so it needs them as one op.
         summary_op = tf.compat.v1.summary.merge_all()
 
-    # --- The session: the Supervisor initialises (chief) or waits (others) ---
-    # summary_op=None: the Supervisor's background summary thread cannot feed
-    # the placeholders, so the loop writes summaries itself.
+    # --- Train: the Supervisor initialises (the chief) or waits (the others) ---
+    # Distributed: the Supervisor, TensorFlow 1.x's manager of a distributed
+    # session: on the chief it initialises or restores the variables on the
+    # ps and keeps checkpoints in --logdir; the others keep none. Its
+    # summary_op=None: its background summary thread cannot feed the
+    # placeholders, so the loop writes summaries itself.
     supervisor = tf.compat.v1.train.Supervisor(
-        is_chief=task.is_chief,  # Distributed:
+        is_chief=task.is_chief,
         logdir=args.logdir if task.is_chief else None,
         global_step=global_step, summary_op=None,
         saver=tf.compat.v1.train.Saver())
+    # Distributed: the other workers wait for the chief's signal that the
+    # model is ready, instead of the Supervisor's 30 s poll.
     if not task.is_chief:
-        cluster.wait_for_chief(server, task)  # Distributed: no 30 s poll
+        cluster.wait_for_chief(server, task)
+    # Distributed: managed_session plays the part of MonitoredTrainingSession:
+    # it runs through this task's server and, on the chief, initialises or
+    # restores the model first.
     with supervisor.managed_session(
-            server.target,  # Distributed:
-            config=cluster.session_config(task)) as session:  # Distributed:
+            server.target, config=cluster.session_config(task)) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
+        # Distributed: with no hooks, the loop stops itself once the global
+        # step, which every worker advances, reaches --train_steps.
         step = session.run(global_step)
         local_step = 0
         while not supervisor.should_stop() and step < args.train_steps:
@@ -86,6 +116,10 @@ def main():
             feed = classifier.feed(batch_images, batch_labels)
             step, batch_loss = session.run([step_after_update, classifier.loss],
                                            feed)
+            # Distributed: the loop prints its progress itself, the global
+            # step beside this worker's own count of steps, which differ
+            # once there are several workers; only the chief writes
+            # summaries.
             local_step += 1
             if local_step % args.log_every == 0:
                 rate = step * args.batch_size / (time.perf_counter() - start)
@@ -94,10 +128,15 @@ def main():
                 if task.is_chief:
                     supervisor.summary_computed(session,
                                                 session.run(summary_op, feed))
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief saves the last checkpoint (the
+        # Supervisor saves only on a timer) and evaluates, and its result
+        # names the cluster it ran on.
         if task.is_chief:
             supervisor.saver.save(session, supervisor.save_path,
                                   global_step=global_step)
@@ -105,7 +144,8 @@ def main():
                                       "distributed-setup-supervisor", classifier,
                                       dataset, global_step, wall_s,
                                       workers=task.num_workers, ps=task.num_ps)
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

@@ -25,17 +25,24 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, and the window
+    # T, the local steps between two exchanges with the ps.
     parser = cli.make_parser(__doc__, __file__)
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = cli.parse(parser)
     # Distributed: a window longer than the run would overshoot --train_steps.
     cli.check_window(args)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks and the
+    # lock on the ps, `counters` the ps-side clock and record of commits, and
+    # `evaluator` the loop of an evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -44,42 +51,60 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy and the clock on the ps ---
+    # Distributed: the window T, and the most commits the run can make, the
+    # size of the ps's record of commits: every worker commits once per
+    # window and finishes the window it is in.
     window = args.communication_window
-    # Every worker commits once per window and finishes the window it is in.
     max_commits = -(-args.train_steps // window) + task.num_workers
-    worker_device = f"/job:worker/task:{task.task_index}"  # Distributed:
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made under it on
+    # a ps (round robin over them) and every op on this worker, whose device
+    # also holds the local copy.
+    worker_device = f"/job:worker/task:{task.task_index}"
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
+    # Distributed: the global state, on the ps: the global step, the central
+    # copy θ̃ (initialised once, by the chief), a classifier on θ̃ for the
+    # evaluation, the clock c that counts the commits applied so far, each
+    # worker's c_i (c at its last pull), and the record of every commit for the
+    # report: who, and how stale.
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
+        central = model.MLP(args.seed)
         evaluation = model.Classifier(mlp=central, summaries=False)
-
-        clock = counters.counter("clock")  # c: commits applied so far
-        pulled_at = counters.counter("pulled_at", [task.num_workers])  # c at pulls
-        # The record of every commit, for the report: who, and how stale.
+        clock = counters.counter("clock")
+        pulled_at = counters.counter("pulled_at", [task.num_workers])
         commit_worker = counters.counter("commit_worker", [max_commits])
         commit_staleness = counters.counter("commit_staleness", [max_commits])
+    # Distributed: this worker's own state, local variables that the chief
+    # neither initialises nor checkpoints: the local copy θ, overwritten by
+    # every pull, its update Δ = θ − θ_pulled = −η Σ g over the window, and
+    # the last local step's loss, which the progress line and summaries read.
     with cluster.local_variables(worker_device), \
-            tf.compat.v1.variable_scope("local"):  # Distributed: this worker's own
-        local = model.MLP(args.seed)  # θ, overwritten by every pull
-        update = [  # Δ = θ − θ_pulled = −η Σ g over the window
+            tf.compat.v1.variable_scope("local"):
+        local = model.MLP(args.seed)
+        update = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="update")
             for variable in local.variables]
@@ -87,7 +112,8 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # One local step, on this worker only: θ ← θ − η g, and Δ ← Δ − η g.
+        # Distributed: one local step, on this worker only, with no traffic
+        # to the ps: θ ← θ − η g, and Δ ← Δ − η g for the next commit.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
@@ -97,13 +123,17 @@ def main():
             last_loss.assign(classifier.loss))
 
     # Distributed: pulls and commits hold a lock on ps 0, so that the clock
-    # a commit reads is exactly the number of commits before it.
+    # a commit reads is exactly the number of commits before it; `me` is this
+    # worker's row in the ps's records.
     lock = cluster.PsLock("dynamic_sgd_lock")
     me = task.task_index
 
+    # Distributed: the commit, DynSGD's update rule on the ps: its staleness
+    # τ = c − c_i, with c_i the clock at this worker's last pull, then
+    # θ̃ ← θ̃ + Δ / (τ + 1), so a stale update counts for less; it records the
+    # commit, advances the clock c ← c + 1, and advances the global step by
+    # T, so that it counts minibatches.
     def commit_ops():
-        # τ = c − c_at_last_pull; θ̃ ← θ̃ + Δ / (τ + 1); c ← c + 1. The global
-        # step counts the window's minibatches.
         now = clock.read_value()
         staleness = now - pulled_at[me]
         with tf.control_dependencies([staleness]):  # read before advancing
@@ -115,8 +145,10 @@ def main():
                 tf.compat.v1.scatter_update(commit_staleness, [now], [staleness]),
                 clock.assign_add(1), global_step.assign_add(window))
 
+    # Distributed: the pull starts the next window from the central copy,
+    # θ ← θ̃, Δ ← 0, and notes the clock, c_i ← c, from which the next
+    # commit's staleness is counted.
     def pull_ops():
-        # θ ← θ̃, Δ ← 0, and note the clock: c_at_last_pull ← c.
         return tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
@@ -124,62 +156,87 @@ def main():
             *[delta.assign(tf.zeros_like(delta)) for delta in update],
             tf.compat.v1.scatter_update(pulled_at, [me], [clock.read_value()]))
 
-    with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
+    # Distributed: the exchange with the ps, each half inside the lock; its
+    # ops run on the ps, beside the central copy and the clock.
+    with tf.compat.v1.device(device_setter):
         commit = lock.around(commit_ops)
         pull = lock.around(pull_ops)
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps and puts
+    # the lock's token in place, or resumes them after a restart; the others
+    # wait for its signal, with no 30 s poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step,
                                          ps_init_op=lock.initialize)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             # Distributed: the hooks run once per window, with the pull, so
+             # the progress line reads the last local step's loss from its
+             # variable, and counts a window's T steps per run.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 steps_per_run=window,  # Distributed: one window
+                                 steps_per_run=window,
+                                 # Distributed: only the chief writes summaries,
+                                 # with the commits per worker and their
+                                 # staleness, from the ps's record.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes the commits per
-                                 # worker and their staleness.
                                  summaries=[counters.CommitRecord(
                                      clock, commit_worker, commit_staleness,
                                      task.num_workers, window)])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks the central copy's test accuracy,
+    # with --eval_every.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Only the pull goes through the hooks (stop at step, progress), once
-        # per window: it follows the commit, so the global step they read is
-        # up to date. The hooks read it from the ps, so the local steps, which
-        # must not talk to the ps, bypass them, and so does the commit.
-        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        # Distributed: the first pull starts this worker from θ̃. Only the
+        # pull at the end of each window goes through the hooks (stop at
+        # step, progress): it follows the commit, so the global step they
+        # read is up to date. The hooks read it from the ps, so the local
+        # steps, which must not talk to the ps, bypass them, and so do the
+        # commit and this first pull.
+        cluster.run_without_hooks(session, pull)
         while not session.should_stop():
+            # Distributed: T local steps on θ, each adding its update −η g to
+            # Δ, with no exchange with the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            cluster.run_without_hooks(session, commit)  # Distributed: push Δ
-            session.run(pull)  # Distributed: θ ← θ̃
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+            # Distributed: push Δ to the ps, then pull θ ← θ̃ for the next
+            # window.
+            cluster.run_without_hooks(session, commit)
+            session.run(pull)
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
-        # --- Evaluate the central copy and report (the chief only) ---
+        # --- Evaluate and report: the central copy (the chief only) ---
+        # Distributed: only the chief evaluates, the central copy θ̃; it also
+        # keeps its local copy θ, which checkpoints do not hold, and the
+        # ps's record of commits, and its result names the cluster, the
+        # window T, and the commits per worker and their staleness.
         if task.is_chief:
             report.save_local_copy(session, local.variables, args.logdir)
-            commits = counters.write_commit_record(  # Distributed:
+            commits = counters.write_commit_record(
                 session, args.logdir, clock, commit_worker, commit_staleness,
                 pulled_at)
             report.evaluate_and_write(
                 session, args, "dynamic-sgd", evaluation, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
-                communication_window=window,  # Distributed:
-                **counters.staleness_summary(commits, task.num_workers))  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                communication_window=window,
+                **counters.staleness_summary(commits, task.num_workers))
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":
