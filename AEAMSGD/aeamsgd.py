@@ -26,11 +26,14 @@ from guide import cli, config, data
 
 
 def main():
-    # Momentum δ = 0.9 multiplies a step by about 1 / (1 − δ) = 10, so η is a
-    # tenth of plain SGD's 0.2 (see README.md).
-    # The elastic exchange moves the centre and the W workers together, so
-    # they advance by η / (W + 1) per minibatch: on the real data sets the
-    # rate is (W + 1) × 0.02 for the default 2 workers (see README.md).
+    # Distributed: the parser adds the cluster flags and the elastic
+    # exchange's own: its period T (--communication_window) and the strength
+    # ρ of its pull (--rho), and the momentum δ of the local steps between
+    # two exchanges (--momentum). Momentum δ = 0.9 multiplies a step by about
+    # 1 / (1 − δ) = 10, so η is a tenth of plain SGD's 0.2; the exchange
+    # moves the centre and the W workers together, so they advance by
+    # η / (W + 1) per minibatch: on the real data sets the rate is
+    # (W + 1) × 0.02 for the default 2 workers (see README.md).
     parser = cli.make_parser(__doc__, __file__, learning_rate=(0.02, 0.06))
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
                         help="local steps between two elastic exchanges (T)")
@@ -41,13 +44,18 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9,
                         help="Nesterov momentum δ of the local steps")
     args = cli.parse(parser)
-    # Distributed: a window longer than the run would overshoot --train_steps.
+    # Distributed: a window longer than the run would overshoot --train_steps;
+    # and the local steps' momentum δ must be in [0, 1) to converge.
     cli.check_window(args)
     if not 0 <= args.momentum < 1:
         raise cli.UsageError(f"--momentum must be in [0, 1), got {args.momentum}")
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
-    # The paper's guidance for the asynchronous case: α = β / W with β = 0.9,
-    # so that the W workers together pull the centre by at most 0.9 a round.
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
+    # Distributed: the elastic force α = η ρ that pulls a worker and the
+    # centre together. By default it is the paper's guidance for the
+    # asynchronous case, α = β / W with β = 0.9, so that the W workers
+    # together pull the centre by at most 0.9 a round.
     rho = args.rho or 0.9 / (task.num_workers * args.learning_rate)
     alpha = args.learning_rate * rho
     if not 0 < alpha < 1:
@@ -57,6 +65,9 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks,
+    # `counters` the ps-side tally of the exchanges, and `evaluator` the loop
+    # of an evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -65,34 +76,50 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the centre placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
-    # --- The graph: the central copy on the ps, a local copy on this worker ---
-    worker_device = f"/job:worker/task:{task.task_index}"  # Distributed:
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # --- The graph: the centre on the ps, a local copy on this worker ---
+    # Distributed: replica_device_setter puts every variable made in its
+    # blocks on a ps (round robin over them) and every op on this worker.
+    worker_device = f"/job:worker/task:{task.task_index}"
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)  # θ̃, the centre, initialised by the chief
-        commit_log = counters.CommitLog(task)  # exchanges and staleness per worker
+        # Distributed: θ̃, the centre, is the global state on the ps that
+        # every worker pulls towards (the chief initialises it, and evaluates
+        # it at the end); beside it the ps counts each worker's exchanges
+        # and their staleness.
+        central = model.MLP(args.seed)
+        commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
+    # Distributed: θ, this worker's own copy, and v, the momentum of its
+    # local steps, live on its own device and out of the checkpoints
+    # (guide/cluster.py); θ trains alone between two exchanges, so its loss
+    # is kept in a variable that the progress lines read once per window.
     with cluster.local_variables(worker_device), \
-            tf.compat.v1.variable_scope("local"):  # Distributed: this worker's own
-        local = model.MLP(args.seed)  # θ, set to θ̃ once, at the start
-        velocity = [  # v, the momentum of the local steps
+            tf.compat.v1.variable_scope("local"):
+        local = model.MLP(args.seed)
+        velocity = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="velocity")
             for variable in local.variables]
@@ -104,8 +131,10 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # One local step, on this worker only:
-        # v ← δ v − η g(θ + δ v), then θ ← θ + v.
+        # Distributed: the update rule between exchanges, a Nesterov momentum
+        # step on this worker's copy θ only (not the centre),
+        # v ← δ v − η g(θ + δ v), then θ ← θ + v; it keeps its loss for the
+        # progress lines.
         gradients = tf.gradients(classifier.loss, local.variables)
         new_velocity = [args.momentum * speed - args.learning_rate * gradient
                         for speed, gradient in zip(velocity, gradients)]
@@ -115,81 +144,109 @@ def main():
               for variable, new in zip(local.variables, new_velocity)],
             last_loss.assign(classifier.loss))
 
+    # Distributed: the exchange with the ps, every T = --communication_window
+    # local steps; its ops read and change the centre there.
     window = args.communication_window
-    with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
-        # Start: every worker begins at the centre, θ ← θ̃.
+    with tf.compat.v1.device(device_setter):
+        # Distributed: at the start every worker begins at the centre,
+        # θ ← θ̃, and notes the global step it pulled at (for the staleness).
         start_at_centre = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
               in zip(local.variables, central.variables)],
             commit_log.record_pull(global_step))
-        # The elastic exchange: E = α (θ − θ̃), then θ ← θ − E and θ̃ ← θ̃ + E.
-        # The global step counts the window's minibatches.
+        # Distributed: the update rule, the elastic difference
+        # E = α (θ − θ̃) between this worker's copy and the centre.
         elastic = [alpha * (local_variable - central_variable.read_value())
                    for local_variable, central_variable
                    in zip(local.variables, central.variables)]
-        # The global step counts the window's minibatches. It advances only
-        # after the commit's staleness is counted, which reads it.
+        # Distributed: the global step counts the window's T minibatches. It
+        # advances only after the commit's staleness is counted, which reads
+        # it.
         counted = commit_log.record_commit(global_step)
         with tf.control_dependencies([counted]):
             advance = global_step.assign_add(window)
+        # Distributed: the two copies pull towards each other, θ ← θ − E and
+        # θ̃ ← θ̃ + E, in one op with the global step's advance.
         exchange = tf.group(
             *[local_variable.assign_sub(difference)
               for local_variable, difference in zip(local.variables, elastic)],
             *[central_variable.assign_add(difference)
               for central_variable, difference in zip(central.variables, elastic)],
             advance)
-        # Note the global step after the exchange, for the staleness figure.
+        # Distributed: note the global step after the exchange, from which
+        # the next commit's staleness is counted.
         note_exchange = commit_log.record_pull(global_step)
         # Distributed: TensorBoard shows how far this copy is from the centre.
         distance = report.ElasticDistance(local.variables, central.variables)
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the centre on the ps, or resumes it
+    # after a restart; the others wait for its signal, with no 30 s poll
+    # (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             # Distributed: the hooks see one run per window (the exchange's
+             # note), so progress counts T minibatches a run and reports the
+             # last local step's loss.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 steps_per_run=window,  # Distributed: one window
+                                 steps_per_run=window,
+                                 # Distributed: only the chief writes summaries,
+                                 # with the exchanges per worker, their
+                                 # staleness, and the distance to the centre.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes the exchanges per
-                                 # worker, their staleness, and the distance.
                                  summaries=[commit_log, distance])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every, of
+    # the centre.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Only the note after each exchange goes through the hooks (stop at
-        # step, progress), once per window, with an up-to-date global step;
-        # local steps, which must not talk to the ps, bypass them.
-        cluster.run_without_hooks(session, start_at_centre)  # Distributed:
+        # Distributed: every worker starts from the centre, θ ← θ̃.
+        cluster.run_without_hooks(session, start_at_centre)
         while not session.should_stop():
+            # Distributed: T local steps on this worker's copy; they bypass
+            # the hooks, whose read of the global step would cost each one a
+            # round trip to the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            cluster.run_without_hooks(session, exchange)  # Distributed: ±E
-            session.run(note_exchange)  # Distributed:
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+            # Distributed: the elastic exchange ±E, then the note after it,
+            # which alone goes through the hooks (stop at step, progress):
+            # once per window, with an up-to-date global step.
+            cluster.run_without_hooks(session, exchange)
+            session.run(note_exchange)
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
-        # --- Evaluate the centre and report (the chief only) ---
+        # --- Evaluate and report: the centre (the chief only) ---
+        # Distributed: only the chief evaluates, the centre θ̃, and it keeps
+        # its own copy θ too (local_copy.npz), which no checkpoint holds; its
+        # result names the cluster, the exchange's α and ρ, the momentum δ,
+        # and each worker's exchanges and their staleness.
         if task.is_chief:
             report.save_local_copy(session, local.variables, args.logdir)
             report.evaluate_and_write(
                 session, args, "aeamsgd", evaluation, dataset, global_step, wall_s,
                 workers=task.num_workers, ps=task.num_ps,
-                communication_window=window, rho=round(rho, 4),  # Distributed:
-                alpha=round(alpha, 4), momentum=args.momentum,  # Distributed:
-                **commit_log.results(session))  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                communication_window=window, rho=round(rho, 4),
+                alpha=round(alpha, 4), momentum=args.momentum,
+                **commit_log.results(session))
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

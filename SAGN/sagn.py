@@ -25,11 +25,14 @@ from guide import cli, config, data
 
 
 def main():
-    # A global step here is one synchronous update, made of T minibatches
-    # from every worker: 250 of them with T = 4 and 2 workers are the 2000
-    # minibatches of Synchronous-SGD's default 1000 steps (750 on the real
-    # data sets, its 3000 steps). Each commit is a / T, as in AGN, so the
-    # rate there is T × 0.2 (see README.md).
+    # Distributed: the parser adds the cluster flags and SAGN's own: T, the
+    # local steps between two exchanges (--communication_window), and R, how
+    # many commits each update averages (--replicas_to_aggregate). A global
+    # step here is one synchronous update, made of T minibatches from every
+    # worker: 250 of them with T = 4 and 2 workers are the 2000 minibatches
+    # of Synchronous-SGD's default 1000 steps (750 on the real data sets, its
+    # 3000 steps). Each commit is a / T, as in AGN, so the rate there is
+    # T × 0.2 (see README.md).
     parser = cli.make_parser(__doc__, __file__, train_steps=(250, 750),
                              learning_rate=(0.2, 0.8))
     parser.add_argument("--communication_window", type=cli.positive_int, default=4,
@@ -38,12 +41,19 @@ def main():
                         help="commits averaged into each update (default: one "
                              "per worker); the others are dropped as stale")
     args = cli.parse(parser)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)  # Distributed:
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
+    # Distributed: R is every worker by default, and at most that many, or no
+    # update would ever complete.
+    replicas = cli.replicas_to_aggregate(args, task.num_workers)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks and
+    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
+    # commits, and `evaluator` the loop of an evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -52,33 +62,50 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the central copy placed on it, and
+    # aggregates the commits; unlike server.join(), this returns once every
+    # worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy on the ps, a local copy on this worker ---
+    # Distributed: replica_device_setter puts every variable made in its
+    # blocks on a ps (round robin over them) and every op on this worker.
     window = args.communication_window
-    worker_device = f"/job:worker/task:{task.task_index}"  # Distributed:
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    worker_device = f"/job:worker/task:{task.task_index}"
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed: global state, on the ps
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)  # θ̃, initialised once, by the chief
+        # Distributed: θ̃, the central copy, is the global state on the ps
+        # that the synchronous updates change and every window starts from;
+        # the chief initialises it, and evaluates it at the end.
+        central = model.MLP(args.seed)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    with cluster.local_variables(worker_device):  # Distributed: this worker's own
-        local = model.MLP(args.seed)  # θ, overwritten by every pull
-        accumulated = [  # a = −η Σ g over the window
+    # Distributed: θ, this worker's own copy (overwritten by every pull), and
+    # a = −η Σ g, its update summed over the window, live on its own device
+    # and out of the checkpoints (guide/cluster.py); θ trains alone within a
+    # window, so its loss is kept in a variable that the progress lines read
+    # once per window.
+    with cluster.local_variables(worker_device):
+        local = model.MLP(args.seed)
+        accumulated = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="accumulated_update")
             for variable in local.variables]
@@ -86,7 +113,9 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # One local step, on this worker only: θ ← θ − η g, and a ← a − η g.
+        # Distributed: one local step, on this worker only: θ ← θ − η g, and
+        # the same step summed into a ← a − η g, for the commit; it keeps its
+        # loss for the progress lines.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
@@ -95,101 +124,138 @@ def main():
               for update, gradient in zip(accumulated, gradients)],
             last_loss.assign(classifier.loss))
 
-    with tf.compat.v1.device(device_setter):  # Distributed: the exchange with the ps
-        # Commit: SyncReplicasOptimizer averages one −a / T from each of R
-        # workers (all W by default) and applies it with a unit step:
-        # θ̃ ← θ̃ + (1/R) Σ_w a_w / T. The global step counts these updates.
-        averager = tf.compat.v1.train.SyncReplicasOptimizer(  # Distributed:
+    # Distributed: the exchange with the ps, every T local steps; its ops
+    # read and change the central copy there.
+    with tf.compat.v1.device(device_setter):
+        # Distributed: the update rule: SyncReplicasOptimizer averages one
+        # commit −a / T from each of R workers (all W by default) and applies
+        # it with a unit step, θ̃ ← θ̃ + (1/R) Σ_w a_w / T; commits made on an
+        # older θ̃ are dropped as stale. The global step counts these updates.
+        averager = tf.compat.v1.train.SyncReplicasOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(1.0),
-            replicas_to_aggregate=replicas,  # Distributed:
-            total_num_replicas=task.num_workers)  # Distributed:
-        commits = counters.WorkerCounter(task, "commits")  # Distributed: for the report
-        commit = tf.group(  # Distributed:
+            replicas_to_aggregate=replicas,
+            total_num_replicas=task.num_workers)
+        # Distributed: the commit sends −a / T to the accumulators on the ps,
+        # and counts it there, per worker, so the report can tell how many
+        # commits were dropped as stale.
+        commits = counters.WorkerCounter(task, "commits")
+        commit = tf.group(
             averager.apply_gradients(
                 [(-update.read_value() / window, central_variable)
                  for update, central_variable
                  in zip(accumulated, central.variables)],
                 global_step=global_step),
-            commits.increment)  # Distributed:
-        # Pull: start the next window from the central copy, θ ← θ̃, a ← 0.
-        pull = tf.group(  # Distributed:
+            commits.increment)
+        # Distributed: the pull starts the next window from the central copy,
+        # θ ← θ̃, a ← 0.
+        pull = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
               in zip(local.variables, central.variables)],
             *[update.assign(tf.zeros_like(update)) for update in accumulated])
-    release_waiters = cluster.release_token_waiters(  # Distributed:
-        averager, global_step, task)
-    left_over = cluster.gradients_waiting(central.hidden_weights)  # Distributed:
+    # Distributed: as a worker stops, it hands a token to every other one, so
+    # that none stays blocked waiting for a round that will never come.
+    release_waiters = cluster.release_token_waiters(averager, global_step, task)
+    # Distributed: how many commits wait in the accumulator unused, which the
+    # count of dropped commits leaves out.
+    left_over = cluster.gradients_waiting(central.hidden_weights)
     # Distributed: with every worker's commit in every round (R = W), a
     # barrier after each commit keeps a fast worker from committing twice to
     # one round. With backups (R < W) it would make each round wait for the
     # slowest worker after all, so there is none.
     barrier = cluster.step_barrier(task) if replicas == task.num_workers else None
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the central copy on the ps, or
+    # resumes it after a restart; the others wait for its signal, with no
+    # 30 s poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
-    # Distributed: the chief's hook applies the updates and hands out tokens.
-    sync_hook = cluster.SyncReplicasHook(averager, task.is_chief)  # Distributed:
+    # Distributed: the chief's hook starts the thread that applies the
+    # averaged updates, and hands out tokens, one per worker after each
+    # update; a worker's commit takes one and so returns once the update is
+    # applied.
+    sync_hook = cluster.SyncReplicasHook(averager, task.is_chief)
+    # Distributed: one global step averages R commits of T minibatches each.
     examples_per_step = replicas * window * args.batch_size
-    hooks = [sync_hook,  # Distributed:
+    hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             # --log_every counts rounds here, T local steps each.
+             # Distributed: the hooks see one run per round (the commit), so
+             # progress counts T local steps a run; --log_every counts rounds
+             # here, T local steps each, and reports the last local step's
+             # loss.
              report.ProgressHook(global_step, last_loss, args.log_every * window,
                                  examples_per_step=examples_per_step,
-                                 steps_per_run=window,  # Distributed: one window
+                                 steps_per_run=window,
+                                 # Distributed: only the chief writes summaries,
+                                 # among them how many commits were dropped as
+                                 # stale.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes how many commits
-                                 # were dropped as stale.
                                  summaries=[commits.dropped_summaries(
                                      global_step, left_over, replicas)])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every, of
+    # the central copy.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             args, global_step, evaluation, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
-            stop_grace_period_secs=0) as session:  # Distributed: see Synchronous-SGD
+            # Distributed: the chief's update thread is blocked waiting for
+            # commits that will not come, until the session's close ends it:
+            # do not wait for it first (the default waits 120 s).
+            stop_grace_period_secs=0) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Only the commit goes through the hooks (stop at step, progress):
-        # it returns once the synchronous update is applied. Local steps,
-        # which must not talk to the ps, bypass them, and so do the pulls.
-        cluster.run_without_hooks(session, pull)  # Distributed: start from θ̃
+        # Distributed: the first window starts from the central copy, θ ← θ̃.
+        cluster.run_without_hooks(session, pull)
         while not session.should_stop():
+            # Distributed: T local steps on this worker's copy; they bypass
+            # the hooks, whose read of the global step would cost each one a
+            # round trip to the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 cluster.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            session.run(commit)  # Distributed: push a / T, wait for the update
-            if barrier is not None:  # Distributed: one commit per worker per round
+            # Distributed: the commit pushes a / T and returns once the
+            # synchronous update is applied; it alone goes through the hooks
+            # (stop at step, progress), once per round.
+            session.run(commit)
+            # Distributed: with R = W, one commit per worker per round.
+            if barrier is not None:
                 cluster.run_without_hooks(session, barrier)
-            cluster.run_without_hooks(session, pull)  # Distributed: θ ← θ̃
+            # Distributed: the next window starts from the updated central
+            # copy, θ ← θ̃, a ← 0.
+            cluster.run_without_hooks(session, pull)
         # Distributed: let any worker still waiting for a token finish.
         cluster.run_without_hooks(session, release_waiters)
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
-        # --- Evaluate the central copy and report (the chief only) ---
+        # --- Evaluate and report: the central copy (the chief only) ---
+        # Distributed: only the chief evaluates, the central copy θ̃; its
+        # result names the cluster, T, R, the commits each worker made, and
+        # how many were never averaged into an update, dropped as stale (an
+        # upper bound if a round averaged more than R).
         if task.is_chief:
-            # Distributed: commits never averaged into an update, dropped
-            # as stale; an upper bound if a round averaged more than R.
-            made, dropped = commits.read_with_dropped(  # Distributed:
+            made, dropped = commits.read_with_dropped(
                 session, global_step, left_over, replicas)
             report.evaluate_and_write(
                 session, args, "sagn", evaluation, dataset, global_step, wall_s,
                 workers=task.num_workers, ps=task.num_ps,
                 examples_per_step=examples_per_step,
-                communication_window=window,  # Distributed:
-                replicas_to_aggregate=replicas,  # Distributed:
-                commits=made,  # Distributed:
-                commits_dropped=dropped)  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                communication_window=window, replicas_to_aggregate=replicas,
+                commits=made, commits_dropped=dropped)
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

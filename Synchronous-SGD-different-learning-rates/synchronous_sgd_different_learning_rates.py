@@ -28,10 +28,13 @@ from guide import cli, config, data
 
 
 def main():
-    # A global step here is one update from a minibatch of every worker, so
-    # the real data sets' 3000 steps are the baseline's 6000 minibatches; and
-    # it averages two gradients, so the rate there is 2 × 0.2, as for a
-    # batch twice as large (see README.md).
+    # Distributed: the parser adds the cluster flags, R, how many gradients
+    # each update averages (--replicas_to_aggregate), each worker's own rate
+    # (--learning_rates), and the optimizer the ps applies to their average
+    # (--optimizer). A global step here is one update from a minibatch of
+    # every worker, so the real data sets' 3000 steps are the baseline's 6000
+    # minibatches; and it averages two gradients, so the rate there is
+    # 2 × 0.2, as for a batch twice as large (see README.md).
     parser = cli.make_parser(__doc__, __file__, train_steps=(1000, 3000),
                              learning_rate=(0.2, 0.4))
     parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,
@@ -45,9 +48,14 @@ def main():
                         help="the update the ps applies to the averaged, "
                              "scaled gradients")
     args = cli.parse(parser)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)  # Distributed:
-    # Distributed: one rate per worker, each task picking its own below.
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
+    # Distributed: R is every worker by default, and at most that many, or no
+    # update would ever complete.
+    replicas = cli.replicas_to_aggregate(args, task.num_workers)
+    # Distributed: one rate per worker (by default --learning_rate for all),
+    # each task picking its own below.
     rates = args.learning_rates or [args.learning_rate] * task.num_workers
     if len(rates) != task.num_workers:
         raise cli.UsageError(
@@ -57,14 +65,10 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks and
+    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
+    # gradients, and `evaluator` the loop of an evaluator task.
     from guide import cluster, counters, evaluator, model, report
-
-    # The optimizers the ps can apply; each takes the base rate --learning_rate.
-    optimizers = {
-        "sgd": tf.compat.v1.train.GradientDescentOptimizer,
-        "momentum": lambda rate: tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
-        "adam": tf.compat.v1.train.AdamOptimizer,
-    }
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -72,104 +76,147 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it, and
+    # aggregates the gradients; unlike server.join(), this returns once every
+    # worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+    # Distributed: each worker takes its own slice of the training set, and
+    # its own batch order, so no two workers train on the same minibatch.
+    shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
+    # Distributed: one global step averages R workers' minibatches, so it
+    # counts R times as many examples as one worker's.
+    examples_per_step = replicas * args.batch_size
 
     # --- The graph: variables on the ps, computation on this worker ---
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker.
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # The update rule: worker i sends (η_i / η) g_i; the ps averages R of
-        # them and applies its optimizer with rate η. With SGD that is
+        # Distributed: the update rule: worker i sends (η_i / η) g_i; the ps
+        # averages R of them, computed on the θ of this step, and applies its
+        # optimizer (--optimizer) with rate η. With SGD that is
         # θ ← θ − (1/R) Σ_i η_i g_i; with momentum or Adam, the same average
         # feeds the optimizer's state, so each worker still counts as η_i;
         # Adam normalises its steps, so there the η_i are relative weights.
-        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(  # Distributed:
+        # SyncReplicasOptimizer wraps the optimizer: the workers' gradients go
+        # into accumulators on the ps, and the chief's update thread applies
+        # their mean and advances the global step by one.
+        optimizers = {
+            "sgd": tf.compat.v1.train.GradientDescentOptimizer,
+            "momentum": lambda rate: tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
+            "adam": tf.compat.v1.train.AdamOptimizer,
+        }
+        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
             optimizers[args.optimizer](args.learning_rate),
-            replicas_to_aggregate=replicas,  # Distributed:
-            total_num_replicas=task.num_workers)  # Distributed:
-        my_rate = rates[task.task_index]  # Distributed: this worker's η_i
-        scaled = [(gradient * (my_rate / args.learning_rate), variable)  # Distributed:
+            replicas_to_aggregate=replicas,
+            total_num_replicas=task.num_workers)
+        # Distributed: this worker scales its gradient g_i by its own rate,
+        # η_i / η, before the ps averages it with the others'.
+        my_rate = rates[task.task_index]
+        scaled = [(gradient * (my_rate / args.learning_rate), variable)
                   for gradient, variable
                   in optimizer.compute_gradients(classifier.loss)]
-        gradients_computed = counters.WorkerCounter(  # Distributed: for the report
-            task, "gradients_computed")
+        # Distributed: each step sends this worker's scaled gradient to the
+        # accumulators, and counts it on the ps, so the report can tell how
+        # many gradients were dropped as stale.
+        gradients_computed = counters.WorkerCounter(task, "gradients_computed")
         train_op = tf.group(
             optimizer.apply_gradients(scaled, global_step=global_step),
-            gradients_computed.increment)  # Distributed:
-    release_waiters = cluster.release_token_waiters(  # Distributed:
-        optimizer, global_step, task)
-    left_over = cluster.gradients_waiting(  # Distributed: for the report
-        classifier.mlp.hidden_weights)
+            gradients_computed.increment)
+    # Distributed: as a worker stops, it hands a token to every other one, so
+    # that none stays blocked waiting for a step that will never come.
+    release_waiters = cluster.release_token_waiters(optimizer, global_step, task)
+    # Distributed: how many gradients wait in the accumulator unused, which
+    # the count of dropped gradients leaves out.
+    left_over = cluster.gradients_waiting(classifier.mlp.hidden_weights)
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
-    # Distributed: the chief's hook applies the updates and hands out tokens.
-    sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)  # Distributed:
-    examples_per_step = replicas * args.batch_size
-    hooks = [sync_hook,  # Distributed:
+    # Distributed: the chief's hook starts the thread that applies the
+    # averaged updates, and hands out tokens, one per worker after each
+    # update; a worker takes one before each step.
+    sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)
+    hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
+                                 # Distributed: a step averages R minibatches.
                                  examples_per_step=examples_per_step,
+                                 # Distributed: only the chief writes summaries,
+                                 # among them how many gradients were dropped
+                                 # as stale.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes how many
-                                 # gradients were dropped as stale.
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every,
+    # counting R minibatches a step.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             args, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
-            stop_grace_period_secs=0) as session:  # Distributed: see Synchronous-SGD
+            # Distributed: the chief's update thread is blocked waiting for
+            # gradients that will not come, until the session's close ends
+            # it: do not wait for it first (the default waits 120 s).
+            stop_grace_period_secs=0) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
         # Distributed: let any worker still waiting for a token finish.
         cluster.run_without_hooks(session, release_waiters)
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief evaluates, and its result names the
+        # cluster, the optimizer, each worker's rate, R, the gradients each
+        # worker computed, and how many were never averaged into an update,
+        # dropped as stale (computed on an older θ than the step's; an upper
+        # bound if a step averaged more than R).
         if task.is_chief:
-            # Distributed: gradients computed but never averaged into an
-            # update, dropped as stale (computed on an older θ than the
-            # step's); an upper bound if a step averaged more than R.
-            computed, dropped = gradients_computed.read_with_dropped(  # Distributed:
+            computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
             report.evaluate_and_write(
                 session, args, "synchronous-sgd-different-learning-rates",
                 classifier, dataset, global_step, wall_s,
                 workers=task.num_workers, ps=task.num_ps,
                 examples_per_step=examples_per_step,
-                optimizer=args.optimizer, learning_rates=rates,  # Distributed:
-                replicas_to_aggregate=replicas,  # Distributed:
-                gradients_computed=computed,  # Distributed:
-                gradients_dropped=dropped)  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                optimizer=args.optimizer, learning_rates=rates,
+                replicas_to_aggregate=replicas,
+                gradients_computed=computed, gradients_dropped=dropped)
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,13 @@ from guide import cli, config, data
 
 
 def main():
-    # A global step here is one update from a minibatch of every worker, so
-    # the real data sets' 3000 steps are the baseline's 6000 minibatches; and
-    # it averages two gradients, so the rate there is 2 × 0.2, as for a
-    # batch twice as large (see README.md).
+    # Distributed: the parser adds the cluster flags and synchronous SGD's
+    # own: R, how many gradients each update averages
+    # (--replicas_to_aggregate), and --exact. A global step here is one
+    # update from a minibatch of every worker, so the real data sets' 3000
+    # steps are the baseline's 6000 minibatches; and it averages two
+    # gradients, so the rate there is 2 × 0.2, as for a batch twice as large
+    # (see README.md).
     parser = cli.make_parser(__doc__, __file__, train_steps=(1000, 3000),
                              learning_rate=(0.2, 0.4))
     parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,
@@ -41,8 +44,13 @@ def main():
                              "batch of --batch_size examples: the run then "
                              "follows Non-Distributed_Setup.py step for step")
     args = cli.parse(parser)
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)  # Distributed:
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
+    # Distributed: R is every worker by default, and at most that many, or no
+    # update would ever complete; --exact needs one gradient from every
+    # worker, each from an equal slice of the global batch.
+    replicas = cli.replicas_to_aggregate(args, task.num_workers)
     if args.exact and (replicas != task.num_workers
                        or args.batch_size % task.num_workers):
         raise cli.UsageError(
@@ -53,6 +61,9 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: `cluster` holds the handshakes between the tasks and
+    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
+    # gradients, and `evaluator` the loop of an evaluator task.
     from guide import cluster, counters, evaluator, model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -61,118 +72,153 @@ def main():
         return evaluator.run(args)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
+    # Distributed: a ps only serves the variables placed on it, and
+    # aggregates the gradients; unlike server.join(), this returns once every
+    # worker has said it is done.
+    if task.job_name == "ps":
         cluster.serve_until_workers_done(server, task)
         return
 
-    # --- The data ---
+    # --- The data: each worker's own shard, or its slice of the global batch ---
     dataset = data.load(args)
+    # Distributed: each worker trains on examples of its own. With --exact,
+    # every worker draws the same global batches as the baseline does and
+    # trains on its own rows of each, so that one update averages the
+    # baseline's whole minibatch; otherwise each worker takes its own slice
+    # of the training set, and its own batch order, so no two workers train
+    # on the same minibatch.
     if args.exact:
-        # Distributed: every worker draws the same global batches as one
-        # process would, and takes its own slice of each.
-        global_batches = data.Batches(dataset.train_images, dataset.train_labels,
-                                      args.batch_size, seed=args.seed)
-        slice_size = args.batch_size // task.num_workers  # Distributed:
-        offset = task.task_index * slice_size  # Distributed:
-
-        def next_batch():
-            images, labels = global_batches.next()
-            return (images[offset:offset + slice_size],
-                    labels[offset:offset + slice_size])
+        batches = data.Batches(dataset.train_images, dataset.train_labels,
+                               args.batch_size, seed=args.seed)
+        slice_size = args.batch_size // task.num_workers
+        rows = slice(task.task_index * slice_size,
+                     (task.task_index + 1) * slice_size)
     else:
-        # Each worker trains on its own shard.
-        shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
+        shard = data.shard(dataset.train_images, dataset.train_labels,
                            task.task_index, task.num_workers)
-        next_batch = data.Batches(*shard, args.batch_size,
-                                  seed=args.seed + task.task_index).next
+        batches = data.Batches(*shard, args.batch_size,
+                               seed=args.seed + task.task_index)
+        rows = slice(None)
+    # Distributed: one global step averages R workers' minibatches, so it
+    # counts R times as many examples as one worker's.
     examples_per_step = replicas * (slice_size if args.exact else args.batch_size)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker.
+    device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
+    with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # The update rule: θ ← θ − η · mean of the gradients computed on the
-        # θ of this step, once R = --replicas_to_aggregate of them are in
-        # (more, if more arrived before the update thread took them);
-        # gradients computed on an older θ are dropped as stale.
-        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(  # Distributed:
+        # Distributed: the update rule, θ ← θ − η · mean of the gradients
+        # computed on the θ of this step, once R = --replicas_to_aggregate of
+        # them are in (more, if more arrived before the update thread took
+        # them); gradients computed on an older θ are dropped as stale.
+        # SyncReplicasOptimizer wraps the baseline's optimizer: the workers'
+        # gradients go into accumulators on the ps, and the chief's update
+        # thread applies their mean and advances the global step by one.
+        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate),
-            replicas_to_aggregate=replicas,  # Distributed:
-            total_num_replicas=task.num_workers)  # Distributed:
-        gradients_computed = counters.WorkerCounter(  # Distributed: for the report
-            task, "gradients_computed")
+            replicas_to_aggregate=replicas,
+            total_num_replicas=task.num_workers)
+        # Distributed: each step sends this worker's gradient to the
+        # accumulators, and counts it on the ps, so the report can tell how
+        # many gradients were dropped as stale.
+        gradients_computed = counters.WorkerCounter(task, "gradients_computed")
         train_op = tf.group(
             optimizer.minimize(classifier.loss, global_step=global_step),
-            gradients_computed.increment)  # Distributed:
-    release_waiters = cluster.release_token_waiters(  # Distributed:
-        optimizer, global_step, task)
-    left_over = cluster.gradients_waiting(  # Distributed: for the report
-        classifier.mlp.hidden_weights)
-    barrier = cluster.step_barrier(task) if args.exact else None  # Distributed:
+            gradients_computed.increment)
+    # Distributed: as a worker stops, it hands a token to every other one, so
+    # that none stays blocked waiting for a step that will never come.
+    release_waiters = cluster.release_token_waiters(optimizer, global_step, task)
+    # Distributed: how many gradients wait in the accumulator unused, which
+    # the count of dropped gradients leaves out.
+    left_over = cluster.gradients_waiting(classifier.mlp.hidden_weights)
+    # Distributed: with --exact, a barrier after each step keeps a fast worker
+    # from sending a second gradient to the same step.
+    barrier = cluster.step_barrier(task) if args.exact else None
 
-    # --- Train: the chief initialises, the others wait for it ---
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
     scaffold = cluster.resumable_scaffold(task, args, global_step)
-    # Distributed: the chief's hook applies the updates and hands out tokens,
-    # a token per worker after each update.
-    sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)  # Distributed:
-    hooks = [sync_hook,  # Distributed:
+    # Distributed: the chief's hook starts the thread that applies the
+    # averaged updates, and hands out tokens, one per worker after each
+    # update; a worker takes one before each step.
+    sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)
+    hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
+                                 # Distributed: a step averages R minibatches.
                                  examples_per_step=examples_per_step,
+                                 # Distributed: only the chief writes summaries,
+                                 # among them how many gradients were dropped
+                                 # as stale.
                                  summary_dir=args.logdir if task.is_chief else None,
-                                 # Distributed: it also writes how many
-                                 # gradients were dropped as stale.
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
+    # Distributed: only the chief tracks test accuracy, with --eval_every,
+    # counting R minibatches a step.
+    if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             args, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # gradients that will not come, until the session's close ends
             # it: do not wait for it first (the default waits 120 s).
             stop_grace_period_secs=0) as session:
+        # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
+            cluster.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
-            batch_images, batch_labels = next_batch()
-            session.run(train_op, classifier.feed(batch_images, batch_labels))
-            if barrier is not None:  # Distributed: one gradient per worker per step
+            batch_images, batch_labels = batches.next()
+            # Distributed: this worker trains on its rows of the minibatch:
+            # all of them, or with --exact its slice of the global batch.
+            session.run(train_op, classifier.feed(batch_images[rows],
+                                                  batch_labels[rows]))
+            # Distributed: with --exact, one gradient per worker per step.
+            if barrier is not None:
                 cluster.run_without_hooks(session, barrier)
         # Distributed: let any worker still waiting for a token finish.
         cluster.run_without_hooks(session, release_waiters)
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief evaluates, and its result names the
+        # cluster, R, --exact, the gradients each worker computed, and how
+        # many were never averaged into an update, dropped as stale (computed
+        # on an older θ than the step's; an upper bound if a step averaged
+        # more than R).
         if task.is_chief:
-            # Distributed: gradients computed but never averaged into an
-            # update, dropped as stale (computed on an older θ than the
-            # step's); an upper bound if a step averaged more than R.
-            computed, dropped = gradients_computed.read_with_dropped(  # Distributed:
+            computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
             report.evaluate_and_write(
                 session, args, "synchronous-sgd", classifier, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 examples_per_step=examples_per_step,
-                replicas_to_aggregate=replicas, exact=args.exact,  # Distributed:
-                gradients_computed=computed,  # Distributed:
-                gradients_dropped=dropped)  # Distributed:
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
+                replicas_to_aggregate=replicas, exact=args.exact,
+                gradients_computed=computed, gradients_dropped=dropped)
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
 
 
 if __name__ == "__main__":
