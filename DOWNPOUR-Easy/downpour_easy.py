@@ -115,19 +115,19 @@ def main():
     # ops run on the ps, beside the central copy.
     window = args.communication_window
     with tf.compat.v1.device(device_setter):
-        # Distributed: the global step counts the window's T minibatches; it
-        # advances only after the commit's staleness is counted, which reads
-        # it.
-        counted = commit_log.record_commit(global_step)
-        with tf.control_dependencies([counted]):
-            advance = global_step.assign_add(window)
         # Distributed: the commit, the update rule on the ps: θ̃ ← θ̃ − η Σ g,
         # one SGD step with the window's summed gradient, with no lock
         # against the other workers' commits.
-        commit = tf.group(
+        applied = tf.group(
             *[central_variable.assign_sub(args.learning_rate * total)
-              for central_variable, total in zip(central.variables, gradient_sum)],
-            advance)
+              for central_variable, total in zip(central.variables, gradient_sum)])
+        # Distributed: the global step counts the window's T minibatches. It
+        # advances only once the commit is applied and its staleness counted
+        # (which reads it), so whoever reads the new step, a checkpoint
+        # included, finds the commit in the central copy.
+        counted = commit_log.record_commit(global_step)
+        with tf.control_dependencies([applied, counted]):
+            commit = global_step.assign_add(window).op
         # Distributed: the pull starts the next window from the central copy,
         # θ ← θ̃, Σ g ← 0, and notes the global step, to measure the next
         # commit's staleness.

@@ -123,17 +123,16 @@ def main():
         # commit whole, never interleaved with another worker's.
         central_optimizer = tf.compat.v1.train.AdagradOptimizer(
             args.learning_rate, use_locking=True)
-        # Distributed: the global step counts the window's T minibatches; it
-        # advances only after the commit's staleness is counted, which reads
-        # it.
+        applied = central_optimizer.apply_gradients(
+            [(total.read_value(), central_variable) for central_variable, total
+             in zip(central.variables, gradient_sum)])
+        # Distributed: the global step counts the window's T minibatches. It
+        # advances only once the commit is applied and its staleness counted
+        # (which reads it), so whoever reads the new step, a checkpoint
+        # included, finds the commit in the central copy.
         counted = commit_log.record_commit(global_step)
-        with tf.control_dependencies([counted]):
-            advance = global_step.assign_add(window)
-        commit = tf.group(
-            central_optimizer.apply_gradients(
-                [(total.read_value(), central_variable) for central_variable, total
-                 in zip(central.variables, gradient_sum)]),
-            advance)
+        with tf.control_dependencies([applied, counted]):
+            commit = global_step.assign_add(window).op
         # Distributed: the pull starts the next window from the central copy,
         # θ ← θ̃, Σ g ← 0, and notes the global step, to measure the next
         # commit's staleness.

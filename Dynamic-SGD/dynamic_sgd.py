@@ -138,12 +138,17 @@ def main():
         staleness = now - pulled_at[me]
         with tf.control_dependencies([staleness]):  # read before advancing
             scale = 1.0 / tf.cast(staleness + 1, tf.float32)
-            return tf.group(
+            applied = tf.group(
                 *[central_variable.assign_add(delta * scale)
-                  for central_variable, delta in zip(central.variables, update)],
+                  for central_variable, delta in zip(central.variables, update)])
+            recorded = tf.group(
                 tf.compat.v1.scatter_update(commit_worker, [now], [me]),
                 tf.compat.v1.scatter_update(commit_staleness, [now], [staleness]),
-                clock.assign_add(1), global_step.assign_add(window))
+                clock.assign_add(1))
+        # The global step moves last: a checkpoint taken at the new step
+        # holds this commit whole.
+        with tf.control_dependencies([applied, recorded]):
+            return global_step.assign_add(window).op
 
     # Distributed: the pull starts the next window from the central copy,
     # θ ← θ̃, Δ ← 0, and notes the clock, c_i ← c, from which the next
