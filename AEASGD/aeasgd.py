@@ -139,20 +139,20 @@ def main():
         elastic = [alpha * (local_variable - central_variable.read_value())
                    for local_variable, central_variable
                    in zip(local.variables, central.variables)]
-        # Distributed: the global step counts the window's T minibatches. It
-        # advances only after the commit's staleness is counted, which reads
-        # it.
-        counted = commit_log.record_commit(global_step)
-        with tf.control_dependencies([counted]):
-            advance = global_step.assign_add(window)
         # Distributed: the two copies pull towards each other, θ ← θ − E and
-        # θ̃ ← θ̃ + E, in one op with the global step's advance.
-        exchange = tf.group(
+        # θ̃ ← θ̃ + E.
+        applied = tf.group(
             *[local_variable.assign_sub(difference)
               for local_variable, difference in zip(local.variables, elastic)],
             *[central_variable.assign_add(difference)
-              for central_variable, difference in zip(central.variables, elastic)],
-            advance)
+              for central_variable, difference in zip(central.variables, elastic)])
+        # Distributed: the global step counts the window's T minibatches. It
+        # advances only once the exchange is applied and its staleness counted
+        # (which reads it), so whoever reads the new step, a checkpoint
+        # included, finds the exchange in the central copy.
+        counted = commit_log.record_commit(global_step)
+        with tf.control_dependencies([applied, counted]):
+            exchange = global_step.assign_add(window).op
         # Distributed: note the global step after the exchange, from which
         # the next commit's staleness is counted.
         note_exchange = commit_log.record_pull(global_step)
