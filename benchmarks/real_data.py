@@ -27,27 +27,33 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import compare  # noqa: E402 - the scheme registry, the environment, the plots
+import compare  # noqa: E402 - the synthetic benchmark, when MNIST is missing
+import machine  # noqa: E402
+import plan  # noqa: E402
+import runner  # noqa: E402
+import write  # noqa: E402
 
-REPO = compare.REPO
+from guide.cli import UsageError  # noqa: E402
+from guide.examples import SYNC, SYNC_WINDOW  # noqa: E402
+
+REPO = plan.REPO
 TARGETS = (0.97, 0.98)
 EVALUATE_EVERY_EXAMPLES = 30_000
 WORKERS = 2
 # Examples in one global step, as a multiple of the batch: a synchronous step
 # takes one minibatch from each worker, SAGN's T from each (T = 4 by default).
-STEP_SIZE = {compare.SYNC: WORKERS, compare.SYNC_WINDOW: WORKERS * 4}
+STEP_SIZE = {SYNC: WORKERS, SYNC_WINDOW: WORKERS * 4}
 
 
-def parse_args(argv=None):
+def make_parser():
     parser = argparse.ArgumentParser(
         description=__doc__.strip().splitlines()[0],
-        formatter_class=compare.Help)
+        formatter_class=plan.Help)
     parser.add_argument("--data_dir", default=None,
                         help="folder with the four MNIST IDX files or "
                              "mnist.npz (default: the Keras cache)")
@@ -57,15 +63,23 @@ def parse_args(argv=None):
         REPO, "benchmarks", "results", "mnist"), help="output folder")
     parser.add_argument("--run_timeout", type=int, default=300,
                         help="seconds after which one run is stopped")
-    args = parser.parse_args(argv)
-    names = args.schemes.split(",") if args.schemes else [
-        scheme.name for scheme in compare.SCHEMES]
-    unknown = [name for name in names if name not in compare.BY_NAME]
-    if unknown:
-        parser.error(f"unknown scheme {unknown[0]!r}; choose from "
-                     f"{', '.join(compare.BY_NAME)}")
-    args.schemes = [compare.BY_NAME[compare.BASELINE]] + [
-        compare.BY_NAME[name] for name in names if name != compare.BASELINE]
+    return parser
+
+
+def parse_args(argv=None):
+    """The flags as given: nothing filled in, nothing checked."""
+    return make_parser().parse_args(argv)
+
+
+def settings(argv=None):
+    """The flags, with --schemes turned into the schemes to run (the
+    baseline first); an unknown one exits 2 with one argparse error line."""
+    args = parse_args(argv)
+    try:
+        args.schemes = plan.choose(args.schemes.split(",") if args.schemes
+                                   else [scheme.name for scheme in plan.SCHEMES])
+    except UsageError as error:
+        make_parser().error(str(error))
     return args
 
 
@@ -84,10 +98,10 @@ def find_mnist(data_dir):
 
 
 def command_for(scheme, data_dir, logdir):
-    command = [part.format(python=sys.executable) for part in scheme.command]
+    command = scheme.command(sys.executable)
     per_step = STEP_SIZE.get(scheme.kind, 1) * 100
-    if scheme.name == "Multiple-GPUs-Single-Machine-towers":
-        per_step = WORKERS * 100  # two towers, each a minibatch
+    if scheme.towers:
+        per_step = scheme.towers * 100  # a minibatch for each tower
     return command + ["--dataset", "mnist", "--data_dir", data_dir,
                       "--eval_every", str(round(EVALUATE_EVERY_EXAMPLES / per_step)),
                       "--logdir", logdir]
@@ -108,31 +122,16 @@ def run_one(scheme, data_dir, results, timeout):
     logdir = os.path.join(results, "runs", scheme.name)
     shutil.rmtree(logdir, ignore_errors=True)  # a checkpoint would resume
     command = command_for(scheme, data_dir, logdir)
-    record = {"scheme": scheme.name, "command": shlex.join(
-        "python" if part == sys.executable else part for part in command)}
+    record = {"scheme": scheme.name, "command": runner.shown_command(command)}
     started = time.perf_counter()
-    try:
-        finished = subprocess.run(command, cwd=REPO, env=compare.benchmark_env(),
-                                  capture_output=True, text=True,
-                                  timeout=timeout, check=False)
-        code, output = finished.returncode, finished.stdout + finished.stderr
-    except subprocess.TimeoutExpired:
-        code, output = None, ""
+    code, _ = runner.execute(command, timeout, os.path.join(
+        results, "logs", scheme.name + ".log"))
     record["command_s"] = round(time.perf_counter() - started, 1)
-    os.makedirs(os.path.join(results, "logs"), exist_ok=True)
-    with open(os.path.join(results, "logs", scheme.name + ".log"), "w") as stream:
-        stream.write(record["command"] + "\n\n" + output)
     if code != 0:
         record["error"] = "timed out" if code is None else f"exit code {code}"
         return record
-    with open(os.path.join(logdir, "result.json")) as stream:
-        result = json.load(stream)
-    with open(os.path.join(logdir, "accuracy_curve.json")) as stream:
-        curve = json.load(stream)
+    result, curve = runner.read_run(logdir)
     eval_s = sum(point.get("eval_s", 0.0) for point in curve)
-    curve.append({"wall_s": result["wall_s"], "examples": result["examples"],
-                  "global_step": result["global_step"],
-                  "test_accuracy": result["test_accuracy"]})
     record.update({
         "test_accuracy": result["test_accuracy"],
         "train_steps": result["train_steps"],
@@ -177,10 +176,10 @@ def markdown(meta, records):
 
 
 def plot(results, records):
-    plt = compare.pyplot()
+    plt = write.pyplot()
     finished = [record for record in records if "error" not in record]
     baseline = finished[0] if finished and \
-        finished[0]["scheme"] == compare.BASELINE else None
+        finished[0]["scheme"] == plan.BASELINE else None
 
     def draw(axes_pair, record, style):
         by_time, by_examples = axes_pair
@@ -226,14 +225,14 @@ def plot(results, records):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = settings(argv)
     data_dir = find_mnist(args.data_dir)
     if data_dir is None:
         print("real_data.py: MNIST is neither in --data_dir nor in the Keras "
               "cache; running the synthetic benchmark (compare.py) instead",
               flush=True)
         return compare.main([])
-    compare.pyplot()  # a missing matplotlib fails now, not after the runs
+    write.pyplot()  # a missing matplotlib fails now, not after the runs
     os.makedirs(args.results, exist_ok=True)
     records = []
     for index, scheme in enumerate(args.schemes, 1):
@@ -248,7 +247,7 @@ def main(argv=None):
     meta = {"date": datetime.date.today().isoformat(),
             "command": shlex.join(["python", "benchmarks/real_data.py",
                                    *(sys.argv[1:] if argv is None else argv)]),
-            "hardware": compare.hardware(), "software": compare.software(),
+            "hardware": machine.hardware(), "software": machine.software(),
             "data_dir": data_dir}
     with open(os.path.join(args.results, "runs.json"), "w") as stream:
         json.dump({"meta": meta, "runs": records}, stream, indent=1)

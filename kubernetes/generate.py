@@ -1,58 +1,46 @@
 #!/usr/bin/env python3
-"""Writes one Kubeflow TFJob manifest per example, from the table below.
+"""Writes one Kubeflow TFJob manifest per example, from guide/examples.py.
 
     python kubernetes/generate.py [--image IMAGE] [--out DIR]
 
 Each manifest runs the example's script in the image the top-level
 Dockerfile builds, with the replicas its run.sh starts. The operator gives
-every pod TF_CONFIG, which the examples read. Edit the table, not the YAML,
-then run this again; tests/test_kubernetes.py checks the two agree.
+every pod TF_CONFIG, which the examples read. Edit the table in
+guide/examples.py (or the rules below), not the YAML, then run this again;
+tests/test_kubernetes.py checks the two agree.
 """
 
 import argparse
 import os
+import sys
 
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from guide import examples  # noqa: E402 - the table of every example
+
 IMAGE = "distributed-tensorflow-guide:latest"
 PORT = 2222
 # The run's folder: a fixed path on a volume, so that a chief restarted in
 # its pod finds its checkpoints there (a default --logdir is new each start).
 LOGDIR = "/logdir"
 
-# One row per example: folder, script, ps, workers, and
-# - chief: a Chief replica (TensorFlow 2's coordinator) besides the workers;
-#   the tf.compat.v1 examples take worker 0 as their chief instead;
-# - evaluator: an Evaluator replica, which tests each new checkpoint of the
-#   chief (the tf.compat.v1 examples; Parameter-Server-Strategy has none);
-# - restart: the replicas' restartPolicy. OnFailure where the example
-#   carries on after a task is restarted (checkpoints, handshakes that
-#   survive restarts: see the top README's "Failures, restarts and the
-#   evaluator"); Never for SAGN, whose per-round barrier does not survive a
-#   restart: the job fails instead of hanging;
-# - gpus: nvidia.com/gpu per worker.
-EXAMPLES = [
-    # folder, script, ps, workers, chief, evaluator, restart, gpus
-    ("Distributed-Setup", "distributed_setup.py", 1, 1, False, True, "OnFailure",
-     0),
-    ("Hogwild", "hogwild.py", 1, 2, False, True, "OnFailure", 0),
-    ("DOWNPOUR", "downpour.py", 1, 2, False, True, "OnFailure", 0),
-    ("DOWNPOUR-Easy", "downpour_easy.py", 1, 2, False, True, "OnFailure", 0),
-    ("AGN", "agn.py", 1, 2, False, True, "OnFailure", 0),
-    ("Dynamic-SGD", "dynamic_sgd.py", 1, 2, False, True, "OnFailure", 0),
-    ("AEASGD", "aeasgd.py", 1, 2, False, True, "OnFailure", 0),
-    ("AEAMSGD", "aeamsgd.py", 1, 2, False, True, "OnFailure", 0),
-    ("Synchronous-SGD", "synchronous_sgd.py", 1, 2, False, True, "OnFailure", 0),
-    ("Synchronous-SGD-different-learning-rates",
-     "synchronous_sgd_different_learning_rates.py", 1, 2, False, True,
-     "OnFailure", 0),
-    ("SAGN", "sagn.py", 1, 2, False, True, "Never", 0),
-    ("Multiple-GPUs-Single-Machine", "multiple_gpus.py", 1, 2, False, True,
-     "OnFailure", 1),
-    ("Parameter-Server-Strategy", "parameter_server_strategy.py", 1, 2, True, False,
-     "OnFailure", 0),
-]
+# One manifest per example folder, from guide/examples.py: its script and
+# the replicas its run.sh starts, and
+# - a Chief replica (TensorFlow 2's coordinator) where run.sh starts a
+#   coordinator; the tf.compat.v1 examples take worker 0 as their chief;
+# - an Evaluator replica, which tests each new checkpoint of the chief, for
+#   the tf.compat.v1 examples (Parameter-Server-Strategy has none);
+# - the replicas' restartPolicy: OnFailure where the example carries on
+#   after a task is restarted (checkpoints, handshakes that survive
+#   restarts: see the top README's "Failures, restarts and the evaluator");
+#   Never for the examples below;
+# - nvidia.com/gpu 1 per worker where run.sh gives each worker a GPU.
+# SAGN's per-round barrier does not survive a restart: the job fails
+# instead of hanging.
+NO_RESTART = ("SAGN",)
 
 
 def replica(folder, script, count, restart, image, gpus=0):
@@ -76,8 +64,12 @@ def replica(folder, script, count, restart, image, gpus=0):
                 "volumes": [{"name": "logdir", "emptyDir": {}}]}}}
 
 
-def manifest(row, image=IMAGE):
-    folder, script, ps, workers, chief, evaluator, restart, gpus = row
+def manifest(example, image=IMAGE):
+    folder, script, chief = example.folder, example.script, example.coordinator
+    evaluator = not example.coordinator
+    restart = "Never" if example.name in NO_RESTART else "OnFailure"
+    gpus = 1 if example.gpu_per_worker else 0
+    ps, workers = example.ps, example.workers
     specs = {}
     if chief:
         specs["Chief"] = replica(folder, script, 1, restart, image)
@@ -114,10 +106,10 @@ def main():
     parser.add_argument("--out", default=HERE,
                         help="where to write the manifests (default: this folder)")
     args = parser.parse_args()
-    for row in EXAMPLES:
-        path = os.path.join(args.out, f"{row[0].lower()}.yaml")
+    for example in examples.BY_FOLDER.values():
+        path = os.path.join(args.out, f"{example.folder.lower()}.yaml")
         with open(path, "w") as stream:
-            stream.write(render(manifest(row, args.image)))
+            stream.write(render(manifest(example, args.image)))
         print(path)
 
 

@@ -38,12 +38,10 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from test_recovery import task_pid, three_kills  # noqa: E402
 
 from conftest import read_result  # noqa: E402
+from guide import examples  # noqa: E402
 
 WHOLE_RECOVERY = ["Hogwild", "DOWNPOUR", "Synchronous-SGD"]
-OTHERS = ["Distributed-Setup", "DOWNPOUR-Easy", "AGN", "Dynamic-SGD", "AEASGD",
-          "AEAMSGD", "Multiple-GPUs-Single-Machine",
-          "Synchronous-SGD-different-learning-rates", "SAGN",
-          "Parameter-Server-Strategy"]
+OTHERS = [folder for folder in examples.BY_FOLDER if folder not in WHOLE_RECOVERY]
 PROGRESS = re.compile(r"^\[(\w+:\d+)\] global_step (\d+) ")
 RESUMED = re.compile(r"^\[worker:0\] resuming at global step (\d+) ")
 
@@ -148,13 +146,12 @@ def main():
                     and not args.random_only]:
         # Worker 1, then the chief, then ps 0, in one run.
         logdir = os.path.join(scratch, f"{example}-three-kills")
-        script = [os.path.join(REPO, example, name)
-                  for name in os.listdir(os.path.join(REPO, example))
-                  if name.endswith(".py")][0]
+        script = os.path.join(REPO, examples.BY_FOLDER[example].script_path)
         started = time.monotonic()
         try:
-            code, _, _ = three_kills(logdir, script,
-                                     asynchronous=example != "Synchronous-SGD")
+            code, _, _ = three_kills(
+                logdir, script,
+                asynchronous=not examples.BY_FOLDER[example].synchronous)
             result = read_result(logdir)
             ok = code == 0 and result["global_step"] >= 600 \
                 and result["test_accuracy"] >= 0.8

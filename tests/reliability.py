@@ -21,7 +21,12 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SYNCHRONOUS = ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN"]
+sys.path.insert(0, REPO)
+
+from guide import examples  # noqa: E402
+
+SYNCHRONOUS = [folder for folder, example in examples.BY_FOLDER.items()
+               if example.synchronous]
 PROBLEMS = {"Traceback (most recent call last)": "traceback",
             "sync_token_q": "token queue error"}
 

@@ -3,18 +3,22 @@ TensorFlow): equal work per scheme, the ratios, the targets, the table, the
 CSV and the plots; and one short run of the step tracer."""
 
 import csv
-import importlib.util
 import os
 import re
+import sys
 
 import pytest
 
 from conftest import PYTHON, REPO, run
+from guide import examples
 
-spec = importlib.util.spec_from_file_location(
-    "compare", os.path.join(REPO, "benchmarks", "compare.py"))
-compare = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare)
+# The benchmark's modules import one another by name, as compare.py does.
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+import plan  # noqa: E402
+import real_data  # noqa: E402
+import summarise  # noqa: E402
+import write  # noqa: E402
 
 
 def flag(flags, name):
@@ -25,19 +29,19 @@ def flag(flags, name):
     ("Non-Distributed_Setup", 1), ("Hogwild", 4), ("DOWNPOUR", 2),
     ("Synchronous-SGD", 4), ("SAGN", 2)])
 def test_every_scheme_gets_the_same_examples_and_global_batch(name, workers):
-    args = compare.parse_args(["--examples", "64000", "--batch_size", "100",
+    args = plan.settings(["--examples", "64000", "--batch_size", "100",
                                "--window", "8"])
-    scheme = compare.BY_NAME[name]
-    flags = compare.run_flags(scheme, workers, args, 100)
+    scheme = plan.BY_NAME[name]
+    flags = plan.run_flags(scheme, workers, args, 100)
     steps, batch = int(flag(flags, "--train_steps")), int(flag(flags, "--batch_size"))
-    if scheme.kind == compare.SYNC:
+    if scheme.kind == examples.SYNC:
         assert batch == 100 // workers and steps * batch * workers == 64000
-    elif scheme.kind == compare.SYNC_WINDOW:
+    elif scheme.kind == examples.SYNC_WINDOW:
         assert batch == 50 and steps * batch * workers * 8 == 64000
     else:
         assert batch == 100 and steps * batch == 64000
     assert ("--communication_window" in flags) == (scheme.kind in (
-        compare.WINDOW, compare.SYNC_WINDOW))
+        examples.WINDOW, examples.SYNC_WINDOW))
     assert int(flag(flags, "--eval_every")) == steps // 10
 
 
@@ -45,13 +49,13 @@ def test_ratios_and_time_to_target():
     curve = [{"wall_s": 0.0, "test_accuracy": 0.1},
              {"wall_s": 1.5, "test_accuracy": 0.79},
              {"wall_s": 3.0, "test_accuracy": 0.81}]
-    assert compare.time_to_accuracy(curve, 0.8) == 3.0
-    assert compare.time_to_accuracy(curve, 0.79) == 1.5
-    assert compare.time_to_accuracy(curve, 0.9) is None
-    assert compare.ratio(15000, 40000) == 0.375
-    assert compare.ratio(None, 40000) is None and compare.ratio(1.0, 0) is None
+    assert summarise.time_to_accuracy(curve, 0.8) == 3.0
+    assert summarise.time_to_accuracy(curve, 0.79) == 1.5
+    assert summarise.time_to_accuracy(curve, 0.9) is None
+    assert summarise.ratio(15000, 40000) == 0.375
+    assert summarise.ratio(None, 40000) is None and summarise.ratio(1.0, 0) is None
     baseline = {"examples_per_s": 40000.0, "time_to_target_s": 2.0}
-    record = compare.add_ratios({"examples_per_s": 10000.0, "time_to_target_s": 3.0},
+    record = summarise.add_ratios({"examples_per_s": 10000.0, "time_to_target_s": 3.0},
                                 baseline)
     assert (record["throughput_ratio"], record["time_to_target_ratio"]) == (0.25, 1.5)
 
@@ -65,25 +69,26 @@ def test_repeated_runs_are_reported_by_their_medians():
                           {"wall_s": reached_at, "test_accuracy": accuracy}]}
     runs = [attempt(15000, 0.84, 3.0), attempt(19000, 0.78, 2.0),
             attempt(16000, 0.83, 4.0)]
-    record = compare.combine(runs, target=0.8)
+    record = summarise.combine(runs, target=0.8)
     assert record["examples_per_s"] == 16000 and record["test_accuracy"] == 0.83
     assert record["time_to_target_s"] == 4.0  # 3.0, never, 4.0: never counts last
     assert record["test_accuracy_each_run"] == [0.84, 0.78, 0.83]
     assert record["curve"] == runs[2]["curve"]  # the median-throughput run's
-    failed = compare.combine(
+    failed = summarise.combine(
         runs[:2] + [{"scheme": "Hogwild", "error": "exit code 1"}], target=0.8)
     assert failed["error"] == "1 of 3 runs failed: exit code 1"
 
 
 def test_rounds_per_1000_examples_count_each_exchange_with_the_ps():
-    by_kind = {kind: compare.Scheme("x", (), kind) for kind in (
-        compare.EVERY_STEP, compare.WINDOW, compare.SYNC, compare.LOCAL)}
+    by_kind = {kind: examples.Example("x", "x", "x.py", "run.sh", kind, "x")
+               for kind in (examples.EVERY_STEP, examples.WINDOW, examples.SYNC,
+                            examples.LOCAL)}
     result = {"global_step": 1000, "examples": 100000, "commits": [70, 55],
               "gradients_computed": [1000, 1000]}
-    assert compare.rounds_per_1000(by_kind[compare.EVERY_STEP], result) == 10.0
-    assert compare.rounds_per_1000(by_kind[compare.WINDOW], result) == 1.25
-    assert compare.rounds_per_1000(by_kind[compare.SYNC], result) == 20.0
-    assert compare.rounds_per_1000(by_kind[compare.LOCAL], result) == 0.0
+    assert summarise.rounds_per_1000(by_kind[examples.EVERY_STEP], result) == 10.0
+    assert summarise.rounds_per_1000(by_kind[examples.WINDOW], result) == 1.25
+    assert summarise.rounds_per_1000(by_kind[examples.SYNC], result) == 20.0
+    assert summarise.rounds_per_1000(by_kind[examples.LOCAL], result) == 0.0
 
 
 def made_up_runs():
@@ -108,7 +113,7 @@ def made_up_runs():
 def test_targets_are_checked_against_their_bounds():
     startup = {"ratio": 2.5}
     rows = {what: (value, met) for what, value, _, met in
-            compare.check_targets(made_up_runs(), startup, window=8)}
+            summarise.check_targets(made_up_runs(), startup, window=8)}
     assert rows["Hogwild throughput, 2 workers"] == (0.55, True)
     assert rows["DOWNPOUR throughput, window 8"] == (0.75, False)
     assert rows["Hogwild accuracy below the baseline's"] == (0.003, True)
@@ -128,21 +133,21 @@ def test_markdown_csv_and_plots_are_written(tmp_path):
             "target_accuracy": 0.826}
     startup = {"command": "bash Hogwild/run.sh --train_steps 5", "run_sh_s": 5.0,
                "import_tensorflow_s": 3.0, "ratio": 1.667, "repeats": 3}
-    targets = compare.check_targets(records, startup, 8)
-    compare.write_markdown(tmp_path / "results.md", meta, records, startup, targets)
+    targets = summarise.check_targets(records, startup, 8)
+    write.write_markdown(tmp_path / "results.md", meta, records, startup, targets)
     text = (tmp_path / "results.md").read_text()
     assert "| Hogwild | 2 | 1 | 0.8430 | 22000 | 0.55 |" in text
     assert "| AGN | 2 | 1 | failed: timed out |" in text
     assert "| DOWNPOUR throughput, window 8 | 0.75 | >= 0.8 | **no** |" in text
     assert "ratio 1.667 (medians of 3)" in text
 
-    compare.write_csv(tmp_path / "runs.csv", records)
+    write.write_csv(tmp_path / "runs.csv", records)
     with open(tmp_path / "runs.csv") as stream:
         rows = list(csv.DictReader(stream))
     assert [row["scheme"] for row in rows] == [r["scheme"] for r in records]
     assert rows[2]["mean_staleness"] == "7.5" and rows[3]["error"] == "timed out"
 
-    compare.write_plots(str(tmp_path), records)
+    write.write_plots(str(tmp_path), records)
     for name in ("accuracy.png", "throughput.png"):
         with open(tmp_path / name, "rb") as stream:
             assert stream.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -161,7 +166,7 @@ def test_markdown_csv_and_plots_are_written(tmp_path):
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as raised:
-        compare.parse_args(argv)
+        plan.settings(argv)
     assert raised.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -180,10 +185,6 @@ def test_step_trace_times_the_three_steps_and_finds_the_exchange(run_dir):
     assert int(received["ps"]) >= 4 and int(received["worker"]) >= 4
 
 
-real_spec = importlib.util.spec_from_file_location(
-    "real_data", os.path.join(REPO, "benchmarks", "real_data.py"))
-real_data = importlib.util.module_from_spec(real_spec)
-real_spec.loader.exec_module(real_data)
 
 
 def test_real_data_times_leave_the_evaluations_out():
@@ -199,7 +200,7 @@ def test_real_data_times_leave_the_evaluations_out():
     ("Synchronous-SGD", 150), ("SAGN", 38),
     ("Multiple-GPUs-Single-Machine-towers", 150)])
 def test_real_data_evaluates_every_30000_examples(name, every):
-    command = real_data.command_for(compare.BY_NAME[name], "/data", "/logs")
+    command = real_data.command_for(plan.BY_NAME[name], "/data", "/logs")
     assert flag(command, "--eval_every") == str(every)
     assert flag(command, "--dataset") == "mnist"
     assert flag(command, "--data_dir") == "/data"
@@ -228,3 +229,15 @@ def test_real_data_table_says_not_reached():
     assert "| AGN | 0.9712 | -0.0088 | 6,000 | 600,000 | 30.0 | 25.0 s | " \
            "not reached |" in table
     assert "| SAGN | failed: exit code 1 |" in table
+
+
+@pytest.mark.parametrize("script", ["compare.py", "real_data.py"])
+def test_the_scripts_start_and_reject_an_unknown_scheme(script):
+    """The scripts find their modules from anywhere; a bad scheme name is an
+    error that exits 2 before anything runs."""
+    result = run([PYTHON, os.path.join(REPO, "benchmarks", script), "--schemes",
+                  "Hogwild,Nope"], cwd="/", timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "error: unknown scheme 'Nope'; choose from " + ", ".join(plan.BY_NAME))
+    assert result.stdout == ""

@@ -17,33 +17,15 @@ from conftest import (
     run,
     run_together,
 )
+from guide import examples
 from test_data import fake_mnist, write_idx_fixture
 from test_tensorboard import check_tensorboard_tags
 
 STEPS = "200"
-EXAMPLES = {
-    # pytest id: (command relative to the repository, workers, ps)
-    "Non-Distributed_Setup": ([PYTHON, "Non-Distributed_Setup.py"], 1, 0),
-    "Distributed-Setup": (["bash", "Distributed-Setup/run.sh"], 1, 1),
-    "Distributed-Setup-supervisor": (["bash", "Distributed-Setup/run_sup.sh"], 1, 1),
-    "Hogwild": (["bash", "Hogwild/run.sh"], 2, 1),
-    "DOWNPOUR": (["bash", "DOWNPOUR/run.sh"], 2, 1),
-    "DOWNPOUR-Easy": (["bash", "DOWNPOUR-Easy/run.sh"], 2, 1),
-    "AGN": (["bash", "AGN/run.sh"], 2, 1),
-    "Dynamic-SGD": (["bash", "Dynamic-SGD/run.sh"], 2, 1),
-    "AEASGD": (["bash", "AEASGD/run.sh"], 2, 1),
-    "AEAMSGD": (["bash", "AEAMSGD/run.sh"], 2, 1),
-    "Parameter-Server-Strategy": (["bash", "Parameter-Server-Strategy/run.sh"], 2, 1),
-    "Multiple-GPUs-Single-Machine": (
-        ["bash", "Multiple-GPUs-Single-Machine/run.sh"], 2, 1),
-    "Multiple-GPUs-Single-Machine-towers": (
-        ["bash", "Multiple-GPUs-Single-Machine/run_towers.sh"], 1, 0),
-    "Synchronous-SGD": (["bash", "Synchronous-SGD/run.sh"], 2, 1),
-    "SAGN": (["bash", "SAGN/run.sh"], 2, 1),
-    "Synchronous-SGD-different-learning-rates": (
-        ["bash", "Synchronous-SGD-different-learning-rates/run.sh",
-         "--learning_rates", "0.3,0.1"], 2, 1),
-}
+# pytest id: (command relative to the repository, workers, ps)
+EXAMPLES = {example.name: (example.command(PYTHON) + list(example.flags),
+                           example.workers, example.ps)
+            for example in examples.EXAMPLES}
 
 
 def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
@@ -99,7 +81,8 @@ def test_example_trains_and_reports(name, run_dir):
                             "--logdir", str(logdir)], timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     check_result(read_result(logdir), workers, ps)
-    if name != "Distributed-Setup-supervisor":  # a Supervisor has no hooks
+    assert read_result(logdir)["algorithm"] == examples.BY_NAME[name].algorithm
+    if examples.BY_NAME[name].hooks:  # a Supervisor has no hooks
         check_accuracy_curve(logdir, read_result(logdir))
     assert re.search(r"^(\[(worker|chief):0\] )?RESULT algorithm=\S+ workers=",
                      result.stdout, re.MULTILINE)
@@ -107,10 +90,9 @@ def test_example_trains_and_reports(name, run_dir):
     files = os.listdir(logdir)
     assert "checkpoint" in files
     assert any(name.startswith("events.out.tfevents") for name in files)
-    if name != "Distributed-Setup-supervisor":  # its own summaries, no hooks
+    if examples.BY_NAME[name].hooks:  # a Supervisor: its own summaries
         # Every tag its README lists, read back with TensorBoard's reader.
-        folder = command[1].split("/")[0] if command[0] == "bash" else None
-        check_tensorboard_tags(logdir, folder, workers)
+        check_tensorboard_tags(logdir, examples.BY_NAME[name].folder, workers)
 
 
 @pytest.mark.parametrize("folder, dataset", [("DOWNPOUR", "mnist"),

@@ -10,19 +10,17 @@ indentation, so a block that moved into a `with` is not an addition.
 
 import ast
 import difflib
-import glob
 import os
 import re
 
 import pytest
 
 from conftest import REPO
+from guide import examples
 
 BASELINE = os.path.join(REPO, "Non-Distributed_Setup.py")
-SCRIPTS = sorted(
-    os.path.relpath(path, REPO)
-    for folder in glob.glob(os.path.join(REPO, "*", "run.sh"))
-    for path in glob.glob(os.path.join(os.path.dirname(folder), "*.py")))
+SCRIPTS = sorted({example.script_path for example in examples.EXAMPLES
+                  if example.folder})
 MARKER = re.compile(r"^(\s*)# Distributed:(.*)$")
 ANY_MARKER = re.compile(r"(?<!`)#\s*Distributed:")  # not in a docstring's `code`
 # Section headings in the order every script uses them; the baseline has

@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON, REPO, run
-from guide import board
+from guide import board, examples
 
-EXAMPLE_FOLDERS = sorted(
-    name for name in os.listdir(REPO)
-    if os.path.isfile(os.path.join(REPO, name, "run.sh")))
+EXAMPLE_FOLDERS = sorted(examples.BY_FOLDER)
 
 
 def readme_tags(folder):
