@@ -25,6 +25,10 @@ from guide import cli, config, data
 
 
 def main():
+    # Distributed: the parser adds the classic cluster flags, and this
+    # example's own: --mode picks between-graph replication (a worker process
+    # per GPU) or in-graph replication (a tower per device in one process),
+    # and --towers sets how many towers the in-graph mode builds.
     parser = cli.make_parser(__doc__, __file__)
     parser.add_argument("--mode", choices=("between_graph", "in_graph"),
                         default="between_graph",
@@ -34,6 +38,8 @@ def main():
                         help="in_graph: towers, one per device (default: one "
                              "per visible GPU, or 2 CPU devices without GPUs)")
     args = cli.parse(parser)
+    # Distributed: in-graph towers are one process, so a TF_CONFIG, which
+    # makes this process one task of a cluster, means the wrong launcher.
     if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
         raise cli.UsageError("--mode in_graph runs as one process, but "
                              "TF_CONFIG puts this one in a cluster (run.sh "
@@ -42,6 +48,10 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
+    # Distributed: both modes build tf.compat.v1 graphs, on the GPUs this
+    # process sees: a worker computes on the one its CUDA_VISIBLE_DEVICES
+    # leaves it, and in-graph mode puts a tower on each; --mode picks the
+    # path.
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     gpus = len(tf.config.list_physical_devices("GPU"))
     if args.mode == "in_graph":
@@ -49,12 +59,125 @@ def main():
     return between_graph(args, gpus)
 
 
+# Distributed: between-graph replication, the run.sh mode: this process is
+# one task of a cluster, a worker per GPU training asynchronously against a
+# ps that sees no GPU, as in Hogwild.
+def between_graph(args, gpus):
+    """This task's part of the between-graph cluster: serve as the ps, or
+    train as a worker on its own GPU."""
+    import tensorflow as tf
+
+    # Distributed: `cluster` holds the handshakes between the tasks, and
+    # `evaluator` the loop of an evaluator task.
+    from guide import cluster, evaluator, model, report
+
+    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
+    # set, else from the cluster flags.
+    task = config.resolve(args, os.environ)
+    # Distributed: an evaluator task only tests the chief's checkpoints.
+    if task.job_name == "evaluator":
+        return evaluator.run(args)
+
+    # --- The cluster: every task runs a server; a ps only serves ---
+    # Distributed: a ClusterSpec names every task, and each process runs a
+    # Server for its own task, through which the others reach its devices.
+    cluster_spec = tf.train.ClusterSpec(task.cluster)
+    server = tf.distribute.Server(
+        cluster_spec, job_name=task.job_name, task_index=task.task_index,
+        config=cluster.session_config(task))
+    # Distributed: a ps only serves the variables placed on it; unlike
+    # server.join(), this returns once every worker has said it is done.
+    if task.job_name == "ps":
+        cluster.serve_until_workers_done(server, task)
+        return
+
+    # --- The data: each worker trains on its own shard ---
+    # Distributed: each worker loads the data set and takes its own slice of
+    # it, and its own batch order, so no two workers train on the same
+    # minibatch.
+    dataset = data.load(args)
+    shard = data.shard(dataset.train_images, dataset.train_labels,
+                       task.task_index, task.num_workers)
+    batches = data.Batches(*shard, args.batch_size,
+                           seed=args.seed + task.task_index)
+
+    # --- The graph: variables on the ps, computation on this worker's GPU ---
+    # Distributed: this worker computes on its GPU (the only one it sees,
+    # CUDA_VISIBLE_DEVICES=i), or on its CPU when it sees none, and says so.
+    device = f"/job:worker/task:{task.task_index}/device:{'GPU' if gpus else 'CPU'}:0"
+    print(f"worker {task.task_index} computes on {device}"
+          f"{'' if gpus else ' (no GPU visible)'}; CUDA_VISIBLE_DEVICES="
+          f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!r}", flush=True)
+    # Distributed: replica_device_setter puts every variable made in this
+    # block on a ps (round robin over them) and every op on this worker's
+    # device.
+    device_setter = tf.compat.v1.train.replica_device_setter(
+        worker_device=device, cluster=cluster_spec)
+    with tf.compat.v1.device(device_setter):
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        classifier = model.Classifier(args.seed)
+        # The update rule: asynchronous SGD, as in Hogwild, applied on the ps
+        # as each worker's gradient arrives.
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        train_op = optimizer.minimize(classifier.loss, global_step=global_step)
+
+    # --- Train: the chief initialises (or resumes), the others wait for it ---
+    # Distributed: the chief initialises the variables on the ps, or resumes
+    # them after a restart; the others wait for its signal, with no 30 s
+    # poll (guide/cluster.py).
+    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
+             report.ProgressHook(global_step, classifier.loss, args.log_every,
+                                 examples_per_step=args.batch_size,
+                                 # Distributed: only the chief writes summaries.
+                                 summary_dir=args.logdir if task.is_chief else None)]
+    # Distributed: only the chief tracks test accuracy, with --eval_every.
+    if task.is_chief:
+        hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
+    with tf.compat.v1.train.MonitoredTrainingSession(
+            # Distributed: the session runs through this task's server; only
+            # the chief initialises, restores and writes checkpoints.
+            master=server.target, is_chief=task.is_chief,
+            config=cluster.session_config(task), scaffold=scaffold,
+            checkpoint_dir=args.logdir, hooks=hooks,
+            save_checkpoint_steps=args.save_checkpoint_steps) as session:
+        # Distributed: the chief tells the other workers the model is ready.
+        if task.is_chief:
+            cluster.announce_chief_ready(server, task)
+        start = time.perf_counter()
+        while not session.should_stop():
+            batch_images, batch_labels = batches.next()
+            session.run(train_op, classifier.feed(batch_images, batch_labels))
+        # Distributed: the chief waits until every worker has stopped, so its
+        # time and its result cover the whole run.
+        cluster.training_finished(server, task)
+        wall_s = time.perf_counter() - start
+
+        # --- Evaluate and report (the chief only) ---
+        # Distributed: only the chief evaluates, and its result names the
+        # cluster it ran on and the device its worker computed on.
+        if task.is_chief:
+            report.evaluate_and_write(
+                session, args, "multiple-gpus-single-machine", classifier,
+                dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, mode="between_graph",
+                devices=[device.rsplit("/", 1)[-1]])
+    # Distributed: tells the ps this worker is done, so that it can exit.
+    cluster.signal_done(server, task)
+
+
+# Distributed: in-graph replication, the run_towers.sh mode: one process
+# builds a copy of the model (a tower) on every device, each on its slice of
+# the batch, and applies the towers' mean gradient once per step.
 def towers(args, gpus):
     """In-graph replication: a tower per device, one averaged update."""
     import tensorflow as tf
 
     from guide import model, report
 
+    # Distributed: one tower per visible GPU (or --towers of them); without
+    # a GPU, the session splits the CPU into `count` logical devices, so
+    # that each tower is still placed on a device of its own.
     count = args.towers or gpus or 2
     if gpus:
         if count > gpus:
@@ -62,10 +185,9 @@ def towers(args, gpus):
                                  f"{gpus} are visible")
         devices = [f"/device:GPU:{index}" for index in range(count)]
     else:
-        # Distributed: no GPU, so split the CPU into `count` logical devices;
-        # each tower is then placed on a device of its own.
         devices = [f"/device:CPU:{index}" for index in range(count)]
     session_config = tf.compat.v1.ConfigProto(device_count={"CPU": count})
+    # Distributed: every tower takes an equal slice of the minibatch.
     if args.batch_size % count:
         raise cli.UsageError(f"--batch_size {args.batch_size} must divide by "
                              f"the {count} towers")
@@ -73,58 +195,72 @@ def towers(args, gpus):
     batches = data.Batches(dataset.train_images, dataset.train_labels,
                            args.batch_size, seed=args.seed)
 
-    # --- The graph: variables on the CPU, a tower on every device ---
-    with tf.device("/device:CPU:0"):  # Distributed: variables where all can read
+    # Distributed: the variables live on the CPU, where every tower can read
+    # them; the classifier's loss and accuracy there cover the whole batch,
+    # for the progress lines and the evaluation.
+    with tf.device("/device:CPU:0"):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)  # the whole batch, for reports
+        classifier = model.Classifier(args.seed)
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+    # Distributed: tower i, on device i, computes the loss of slice i of the
+    # batch and its gradient g_i, all towers in the same step.
     tower_gradients = []
     slices = zip(tf.split(classifier.images, count), tf.split(classifier.labels, count))
     for device, (images, labels) in zip(devices, slices):
-        with tf.device(device):  # Distributed: tower i on device i
+        with tf.device(device):
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=labels, logits=classifier.mlp.logits(images)))
             tower_gradients.append(tf.gradients(loss, classifier.mlp.variables))
+    # Distributed: the update rule, θ ← θ − η · (1/N) Σ_i g_i over the N
+    # towers, applied once on the CPU: the same step as one tower on the
+    # whole batch, with its work split over the devices.
     with tf.device("/device:CPU:0"):
-        # The update rule: θ ← θ − η · mean over towers of g_tower, once.
         mean_gradients = [tf.add_n(list(grads)) / count
-                          for grads in zip(*tower_gradients)]  # Distributed:
+                          for grads in zip(*tower_gradients)]
         train_op = optimizer.apply_gradients(
             zip(mean_gradients, classifier.mlp.variables), global_step=global_step)
 
-    # --- Train ---
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir),
-             # test accuracy as training goes, with --eval_every
-             report.AccuracyCurveHook(args, global_step, classifier, dataset)]
+                                 summary_dir=args.logdir)]
+    # Test accuracy as training goes, with --eval_every.
+    hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=args.logdir, hooks=hooks,
+            # Distributed: the session has the `count` logical CPU devices
+            # that the towers are placed on.
             config=session_config,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
+        # Distributed: `used` gets, from the first step, the device each
+        # tower's ops actually ran on, for the progress line and the result.
         used = None
         while not session.should_stop():
-            feed = classifier.feed(*batches.next())
-            if used is None:  # Distributed: record where the first step ran
+            batch_images, batch_labels = batches.next()
+            feed = classifier.feed(batch_images, batch_labels)
+            if used is None:
                 used = devices_that_ran(session, train_op, feed, tower_gradients)
                 print(f"towers ran on {count} devices: {', '.join(used)}",
                       flush=True)
             else:
                 session.run(train_op, feed)
         wall_s = time.perf_counter() - start
+
+        # Distributed: the result names the towers and the devices they ran
+        # on, in one process (workers=1, ps=0).
         report.evaluate_and_write(session, args, "multiple-gpus-single-machine",
                                   classifier, dataset, global_step, wall_s,
                                   workers=1, ps=0, mode="in_graph",
                                   towers=count, devices=used)
 
 
+# Distributed: where each tower really ran, checked rather than assumed, as
+# a device asked for but missing would silently fall back to another.
 def devices_that_ran(session, train_op, feed, tower_gradients):
     """Runs one step with tracing; returns, for each tower, the device on
     which its gradient ops actually ran (not where they were asked to)."""
     import tensorflow as tf
-
     options = tf.compat.v1.RunOptions(
         trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     metadata = tf.compat.v1.RunMetadata()
@@ -137,76 +273,6 @@ def devices_that_ran(session, train_op, feed, tower_gradients):
         name = gradients[0].op.name
         devices.append(ran_on.get(name, "?").rsplit("/", 1)[-1])
     return devices
-
-
-def between_graph(args, gpus):
-    """Between-graph replication: this process is one task of the cluster."""
-    import tensorflow as tf
-
-    from guide import cluster, evaluator, model, report
-
-    task = config.resolve(args, os.environ)  # Distributed: TF_CONFIG or flags
-    # Distributed: an evaluator task only tests the chief's checkpoints.
-    if task.job_name == "evaluator":
-        return evaluator.run(args)
-    cluster_spec = tf.train.ClusterSpec(task.cluster)  # Distributed:
-    server = tf.distribute.Server(  # Distributed:
-        cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
-    if task.job_name == "ps":  # Distributed: serve until the workers are done
-        cluster.serve_until_workers_done(server, task)
-        return
-
-    dataset = data.load(args)
-    shard = data.shard(dataset.train_images, dataset.train_labels,  # Distributed:
-                       task.task_index, task.num_workers)
-    batches = data.Batches(*shard, args.batch_size,
-                           seed=args.seed + task.task_index)
-
-    # Distributed: this worker computes on its GPU (the only one it sees),
-    # or on its CPU when it sees none.
-    device = f"/job:worker/task:{task.task_index}/device:{'GPU' if gpus else 'CPU'}:0"
-    print(f"worker {task.task_index} computes on {device}"
-          f"{'' if gpus else ' (no GPU visible)'}; CUDA_VISIBLE_DEVICES="
-          f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!r}", flush=True)
-    device_setter = tf.compat.v1.train.replica_device_setter(  # Distributed:
-        worker_device=device, cluster=cluster_spec)
-    with tf.compat.v1.device(device_setter):  # Distributed:
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
-        # The update rule: asynchronous SGD, as in Hogwild.
-        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        train_op = optimizer.minimize(classifier.loss, global_step=global_step)
-
-    # Distributed: the chief initialises or resumes, the others wait for its
-    # signal (no 30 s poll); restarted tasks resume (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
-    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             report.ProgressHook(global_step, classifier.loss, args.log_every,
-                                 examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir if task.is_chief else None)]
-    if task.is_chief:  # the chief tracks test accuracy (--eval_every)
-        hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
-    with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task.is_chief,  # Distributed:
-            config=cluster.session_config(task),  # Distributed:
-            checkpoint_dir=args.logdir, hooks=hooks, scaffold=scaffold,
-            save_checkpoint_steps=args.save_checkpoint_steps) as session:
-        if task.is_chief:
-            cluster.announce_chief_ready(server, task)  # Distributed:
-        start = time.perf_counter()
-        while not session.should_stop():
-            batch_images, batch_labels = batches.next()
-            session.run(train_op, classifier.feed(batch_images, batch_labels))
-        cluster.training_finished(server, task)  # Distributed: chief waits for all
-        wall_s = time.perf_counter() - start  # until the last worker stopped
-        if task.is_chief:
-            report.evaluate_and_write(
-                session, args, "multiple-gpus-single-machine", classifier,
-                dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, mode="between_graph",
-                devices=[device.rsplit("/", 1)[-1]])
-    cluster.signal_done(server, task)  # Distributed: lets the ps exit
 
 
 if __name__ == "__main__":

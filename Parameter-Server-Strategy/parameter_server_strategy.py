@@ -14,7 +14,6 @@ By hand, one shell per task, with TF_CONFIG (see README.md): the cluster has
 """
 
 import gc
-import json
 import os
 import sys
 import time
@@ -26,53 +25,31 @@ import numpy as np
 from guide import cli, config, data
 
 
-def task_from_tf_config(environ):
-    """(cluster dict, job, index) from TF_CONFIG, which this example needs."""
-    if not environ.get("TF_CONFIG"):
-        raise cli.UsageError("TF_CONFIG is not set; this example takes its "
-                             "cluster from TF_CONFIG only: start it with "
-                             "bash run.sh, or set TF_CONFIG as README.md shows")
-    try:
-        tf_config = json.loads(environ["TF_CONFIG"])
-        job = tf_config["task"]["type"]
-        index = config.task_index_of(tf_config["task"]["index"])
-        hosts = tf_config["cluster"]
-    except KeyError as missing:
-        raise cli.UsageError(f"TF_CONFIG lacks {missing}; this example needs a "
-                             f"TF_CONFIG with chief, worker and ps entries "
-                             f"(bash run.sh sets one)") from None
-    except (ValueError, TypeError) as error:
-        raise cli.UsageError(f"TF_CONFIG is not valid: {error}; set it as "
-                             f"README.md shows") from None
-    if not {"chief", "worker", "ps"} <= set(hosts) or job not in hosts:
-        raise cli.UsageError("TF_CONFIG needs chief, worker and ps entries, "
-                             "and a task of one of those types")
-    if not 0 <= index < len(hosts[job]):
-        raise cli.UsageError(f"TF_CONFIG task index {index} is out of range: "
-                             f"job {job!r} has {len(hosts[job])} task(s)")
-    config.check_port_free(hosts[job][index])
-    return hosts, job, index
-
-
 def main():
+    # Distributed: one flag of the example's own, --steps_per_execution.
+    # Each function the coordinator schedules is one round trip to a worker,
+    # which costs more than the step itself, so a worker runs several steps
+    # per function, as Keras's `steps_per_execution` does (the measurements
+    # are in README.md). The cluster comes from TF_CONFIG, not from flags.
     parser = cli.make_parser(__doc__, __file__, cluster_flags=False)
-    # Each scheduled function is one round trip from the coordinator, which
-    # costs more than the step itself: run several steps per round trip, as
-    # Keras's `steps_per_execution` does (the measurements are in README.md).
     parser.add_argument("--steps_per_execution", type=cli.positive_int,
                         default=10,
                         help="minibatches a worker trains on per function "
                              "the coordinator schedules")
     args = cli.parse(parser)
-    hosts, job, index = task_from_tf_config(os.environ)  # Distributed:
-    if job == "chief":
+    # Distributed: this task's place in the cluster, from TF_CONFIG only, as
+    # TensorFlow's strategy reads it: "chief" is the coordinator, which runs
+    # the training loop, and "worker" and "ps" tasks only serve.
+    task = config.resolve_coordinated(os.environ)
+    # Distributed: only the coordinator reads the data, and it checks that
+    # the smallest worker's shard holds one batch, as data.Batches does in
+    # the other examples, before TensorFlow loads and any task waits on it.
+    if task.is_chief:
         dataset = data.load(args)
-        workers = len(hosts["worker"])
-        # Distributed: the smallest worker's shard must hold one batch, as in
-        # the other examples (data.Batches); checked before anything starts.
         smallest_shard = len(data.shard(dataset.train_images,
-                                        dataset.train_labels, workers - 1,
-                                        workers)[0])
+                                        dataset.train_labels,
+                                        task.num_workers - 1,
+                                        task.num_workers)[0])
         if smallest_shard < args.batch_size:
             raise cli.UsageError(f"--batch_size {args.batch_size} is larger "
                                  f"than a worker's {smallest_shard} training "
@@ -82,67 +59,83 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import cluster, report
+    # Distributed: `cluster` holds the handshake that lets the workers and
+    # the ps exit when the coordinator is done.
+    from guide import cluster
 
+    # --- The cluster: workers and parameter servers only serve ---
+    # Distributed: TensorFlow's resolver reads the same TF_CONFIG, for the
+    # servers and the strategy.
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-
-    # --- Workers and parameter servers only serve ---
-    if job in ("worker", "ps"):  # Distributed:
-        server = tf.distribute.Server(  # Distributed:
-            resolver.cluster_spec(), job_name=job, task_index=index,
-            protocol="grpc", start=True)
-        cluster.serve_until_coordinator_done(server, job, index)  # Distributed:
+    # Distributed: a worker or ps runs a Server and no code of its own: the
+    # coordinator sends it functions to run (a worker) or variables to hold
+    # (a ps). Unlike server.join(), this returns once the coordinator says
+    # the job is done.
+    if task.job_name in ("worker", "ps"):
+        server = tf.distribute.Server(
+            resolver.cluster_spec(), job_name=task.job_name,
+            task_index=task.task_index, protocol="grpc", start=True)
+        cluster.serve_until_coordinator_done(server, task.job_name,
+                                             task.task_index)
         return
 
-    step, test_loss, test_accuracy, wall_s = coordinate(args, resolver, dataset)
-    # Distributed: what the coordinator left on the workers was released when
-    # coordinate() returned; collect it while they are up, then let them go.
+    # Distributed: the coordinator trains, evaluates and reports in a
+    # function of its own, so that what it left on the workers (datasets,
+    # functions, remote values) is released when the function returns;
+    # collected while the workers are still up, then they are let go.
+    coordinate(args, resolver, dataset, task)
     gc.collect()
-    report.write_result(args, "parameter-server-strategy", step, test_loss,
-                        test_accuracy, wall_s, workers=len(hosts["worker"]),
-                        ps=len(hosts["ps"]))
-    cluster.tell_servers_done(hosts)  # Distributed: workers and ps exit
+    cluster.tell_servers_done(task.cluster)
 
 
-def coordinate(args, resolver, dataset):
-    """Trains and evaluates; returns (global step, test loss, test accuracy,
-    seconds of training)."""
+# Distributed: the coordinator's part, the whole training loop; the steps it
+# schedules run on the workers, against the variables on the ps.
+def coordinate(args, resolver, dataset, task):
+    """Trains, evaluates, prints the RESULT line and writes result.json."""
     import tensorflow as tf
 
     from guide import model, report
 
-    # Marks a summary as a scalar for TensorBoard's "scalars" dashboard.
-    scalar = tf.compat.v1.SummaryMetadata(
-        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
-
-    # --- The coordinator: the strategy places the variables on the ps ---
+    # --- The cluster: the strategy places the variables on the ps ---
+    # Distributed: the strategy connects to every worker and ps named by the
+    # resolver, and the ClusterCoordinator schedules functions on them.
     experimental = tf.distribute.experimental
-    strategy = experimental.ParameterServerStrategy(resolver)  # Distributed:
-    coordinator = experimental.coordinator.ClusterCoordinator(  # Distributed:
-        strategy)
-    with strategy.scope():  # Distributed: variables go to the ps, round robin
+    strategy = experimental.ParameterServerStrategy(resolver)
+    coordinator = experimental.coordinator.ClusterCoordinator(strategy)
+    # Distributed: the variables made in the strategy's scope go to the ps,
+    # round robin over them; the steps on every worker read and update them.
+    with strategy.scope():
         mlp = model.MLP(args.seed)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                   name="global_step")
 
     # --- The data: each worker reads its own shard, as a tf.data pipeline ---
-
-    def dataset_fn(context):  # runs on each worker
-        images, labels = data.shard(  # Distributed:
+    # Distributed: this function runs on each worker, which builds its own
+    # pipeline over its own shard and its own shuffle order, so that no two
+    # workers train on the same minibatch.
+    def dataset_fn(context):
+        images, labels = data.shard(
             dataset.train_images, dataset.train_labels,
             context.input_pipeline_id, context.num_input_pipelines)
         return (tf.data.Dataset.from_tensor_slices((images, labels))
                 .shuffle(len(images), seed=args.seed + context.input_pipeline_id)
                 .repeat().batch(args.batch_size))
 
-    per_worker_batches = iter(coordinator.create_per_worker_dataset(  # Distributed:
+    # Distributed: one iterator per worker, created on the workers; a step
+    # scheduled on a worker takes its next batch from that worker's own.
+    per_worker_batches = iter(coordinator.create_per_worker_dataset(
         lambda: strategy.distribute_datasets_from_function(dataset_fn)))
 
+    # --- The graph: the update rule, θ ← θ − η g, on the ps ---
+    # Distributed: the strategy has no v1 graph nor Classifier; the loss is
+    # a function that a worker's step and the coordinator's evaluation call.
     def loss_of(images, labels):
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=mlp.logits(images)))
 
-    def test_loss_and_accuracy():  # on the coordinator, reading the ps
+    # Distributed: the coordinator evaluates eagerly, reading the variables
+    # from the ps, since there is no session to run the baseline's ops in.
+    def test_loss_and_accuracy():
         test_logits = mlp.logits(dataset.test_images)
         test_loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -150,7 +143,12 @@ def coordinate(args, resolver, dataset):
         return float(test_loss), np.mean(
             np.argmax(test_logits.numpy(), axis=1) == dataset.test_labels)
 
-    # --- The update rule: θ ← θ − η g, on the ps, as each worker's step ends ---
+    # Distributed: the training step is a tf.function because the
+    # coordinator ships it to a worker to run there. Each step reads θ from
+    # the ps, computes g on the worker's next minibatch and applies
+    # θ ← θ − η g and global_step += 1 on the ps, with no lock against the
+    # other workers' steps. `count` steps run per scheduled function, so the
+    # coordinator's round trip is paid once for all of them.
     @tf.function
     def train_steps(batches, count):
         def step(images, labels):
@@ -162,50 +160,56 @@ def coordinate(args, resolver, dataset):
             global_step.assign_add(1)
             return loss
         loss = tf.constant(0.0)
-        # Distributed: `count` steps per scheduled function, so that the
-        # coordinator's round trip is paid once for all of them; the strategy
-        # runs each on this worker, with the variables on the ps.
         for _ in tf.range(count):
             loss = strategy.run(step, args=next(batches))
         return loss
 
     # --- Train: schedule steps; the coordinator hands them to free workers ---
-    writer = tf.summary.create_file_writer(args.logdir)
-    curve = report.AccuracyCurve(args)  # test accuracy with --eval_every
+    # Distributed: the coordinator tracks test accuracy itself (--eval_every),
+    # as there are no hooks without a session.
+    curve = report.AccuracyCurve(args)
     if curve.every:
         curve.measure(0, lambda: test_loss_and_accuracy()[1])
     start = time.perf_counter()
+    # Distributed: the coordinator's loop schedules functions of
+    # --steps_per_execution steps until --train_steps are scheduled. Each
+    # returns at once with a RemoteValue and runs on whichever worker is
+    # free; fetch() waits for that function only, for the progress lines
+    # and summaries (written here, as there are no hooks) and the accuracy
+    # curve.
     scheduled = 0
     while scheduled < args.train_steps:
         count = min(args.steps_per_execution, args.train_steps - scheduled)
-        loss = coordinator.schedule(  # Distributed: on a free worker
+        loss = coordinator.schedule(
             train_steps, args=(per_worker_batches, tf.constant(count)))
         logged = scheduled // args.log_every
         scheduled += count
         if scheduled // args.log_every > logged:
-            value = loss.fetch()  # waits for that step only
+            value = loss.fetch()
             rate = scheduled * args.batch_size / (time.perf_counter() - start)
             print(f"global_step {global_step.numpy()} loss {value:.4f} "
                   f"examples/s {rate:.0f} (scheduled {scheduled})", flush=True)
-            with writer.as_default():  # tf.summary.scalar needs TensorBoard
-                tf.summary.write("loss", value, step=scheduled,
-                                 metadata=scalar)
-                tf.summary.write("examples_per_sec", rate, step=scheduled,
-                                 metadata=scalar)
+            report.write_scalars(args.logdir, scheduled,
+                                 {"loss": value, "examples_per_sec": rate})
         if curve.due(scheduled):
-            loss.fetch()  # waits for that step, then reads the ps
+            loss.fetch()
             curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])
-    coordinator.join()  # Distributed: every scheduled step has run
+    # Distributed: waits until every scheduled step has run on its worker.
+    coordinator.join()
     wall_s = time.perf_counter() - start
-    writer.close()
 
-    # --- Evaluate and save ---
+    # --- Evaluate and report: on the coordinator, reading the ps ---
+    # Distributed: without a session and its hooks, the coordinator writes
+    # the accuracy curve, evaluates the variables on the ps, saves them in a
+    # checkpoint of its own, and reports the cluster it ran on.
     if curve.every:
         curve.write()
     test_loss, test_accuracy = test_loss_and_accuracy()
     tf.train.Checkpoint(variables=mlp.variables, global_step=global_step).save(
         os.path.join(args.logdir, "model.ckpt"))
-    return int(global_step.numpy()), test_loss, test_accuracy, wall_s
+    report.write_result(args, "parameter-server-strategy",
+                        int(global_step.numpy()), test_loss, test_accuracy,
+                        wall_s, workers=task.num_workers, ps=task.num_ps)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,12 @@ other orchestrators), else from the classic flags `--ps_hosts --worker_hosts
 as worker 0, with the other workers numbered after it. An "evaluator" entry,
 as a TFJob with an Evaluator replica sets it, is no part of the training
 cluster: that task only reads the chief's checkpoints. TF_CONFIG's other
-keys, such as TFJob's `"environment": "cloud"`, are ignored. No TensorFlow
-here.
+keys, such as TFJob's `"environment": "cloud"`, are ignored.
+
+`resolve_coordinated` reads the other shape, TensorFlow 2's
+ParameterServerStrategy's: TF_CONFIG only, with a "chief" (the coordinator),
+"worker" and "ps" entries, the chief kept apart from the workers. No
+TensorFlow here.
 """
 
 import dataclasses
@@ -42,7 +46,9 @@ class TaskConfig:
 
     @property
     def is_chief(self):
-        return self.job_name == "worker" and self.task_index == 0
+        # A "chief" job is left in the cluster by resolve_coordinated only.
+        return self.job_name == "chief" or (self.job_name == "worker"
+                                            and self.task_index == 0)
 
     @property
     def name(self):
@@ -58,7 +64,8 @@ def _host_list(value, what):
     return hosts
 
 
-def _from_tf_config(text):
+def _parse_tf_config(text):
+    """TF_CONFIG's cluster of checked host lists, task type and index."""
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:
@@ -77,8 +84,12 @@ def _from_tf_config(text):
             raise UsageError(f"TF_CONFIG cluster {job!r} must list "
                              f"\"host:port\" strings")
         cluster[job] = _host_list(hosts, f"TF_CONFIG cluster {job!r}")
-    task_type = config["task"].get("type")
-    task_index = task_index_of(config["task"].get("index", 0))
+    return (cluster, config["task"].get("type"),
+            task_index_of(config["task"].get("index", 0)))
+
+
+def _from_tf_config(text):
+    cluster, task_type, task_index = _parse_tf_config(text)
     leaders = [job for job in ("chief", "master") if job in cluster]
     if len(leaders) > 1 or any(len(cluster[job]) != 1 for job in leaders):
         raise UsageError("TF_CONFIG may name one chief (or master) task, "
@@ -175,5 +186,49 @@ def resolve(args, environ):
                          f"range: job {job_name!r} has "
                          f"{len(cluster[job_name])} task(s), so use 0 to "
                          f"{len(cluster[job_name]) - 1}")
+    check_port_free(cluster[job_name][task_index])
+    return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)
+
+
+COORDINATED_EXAMPLE = ('{"cluster": {"chief": ["host:port"], "ps": '
+                       '["host:port"], "worker": ["host:port", ...]}, '
+                       '"task": {"type": "chief", "index": 0}}')
+
+
+def resolve_coordinated(environ):
+    """The TaskConfig of a task of a ParameterServerStrategy cluster.
+
+    TF_CONFIG is required and gives the cluster: one "chief" (the
+    coordinator, which runs the training loop), "worker" and "ps" tasks
+    (which only serve). Unlike `resolve`, the chief stays a job of its own,
+    as TensorFlow's TFConfigClusterResolver reads it, so `num_workers`
+    counts the workers without it. Raises UsageError, naming the problem and
+    the fix, on any bad input.
+    """
+    tf_config = environ.get("TF_CONFIG", "").strip()
+    if not tf_config:
+        raise UsageError("TF_CONFIG is not set; this example takes its "
+                         "cluster from TF_CONFIG only: start it with "
+                         "bash run.sh, or set TF_CONFIG as README.md shows")
+    cluster, job_name, task_index = _parse_tf_config(tf_config)
+    missing = [job for job in ("chief", "worker", "ps") if job not in cluster]
+    if missing:
+        raise UsageError(f"TF_CONFIG cluster has no {', '.join(missing)}; this "
+                         f"example needs chief, worker and ps entries (bash "
+                         f"run.sh sets them), e.g. {COORDINATED_EXAMPLE}")
+    unknown = sorted(set(cluster) - {"chief", "worker", "ps"})
+    if unknown:
+        raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
+                         f"this example uses only chief, worker and ps")
+    if len(cluster["chief"]) != 1:
+        raise UsageError("TF_CONFIG may name one chief task (the "
+                         "coordinator), not more")
+    if job_name not in cluster:
+        raise UsageError(f"TF_CONFIG task type {job_name!r} is not in the "
+                         f"cluster; use one of: chief, ps, worker")
+    if not 0 <= task_index < len(cluster[job_name]):
+        raise UsageError(f"TF_CONFIG task index {task_index} is out of range: "
+                         f"job {job_name!r} has {len(cluster[job_name])} "
+                         f"task(s), so use 0 to {len(cluster[job_name]) - 1}")
     check_port_free(cluster[job_name][task_index])
     return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)

@@ -121,3 +121,35 @@ def test_defaults_give_a_fresh_logdir_under_the_example(tmp_path):
     args = cli.parse(parser, ["--train_steps", "50"])
     assert args.logdir.startswith(str(tmp_path / "runs"))
     assert args.log_every == 5
+
+
+PSS_CLUSTER = {"chief": ["c:1"], "ps": ["p:1"], "worker": ["w:1", "w:2"]}
+
+
+def test_a_coordinated_cluster_keeps_its_chief_apart():
+    chief = config.resolve_coordinated(tf_config(PSS_CLUSTER, "chief", 0))
+    worker = config.resolve_coordinated(tf_config(PSS_CLUSTER, "worker", "1"))
+    assert chief.cluster == PSS_CLUSTER and chief.is_chief
+    assert (chief.num_workers, chief.num_ps) == (2, 1)
+    assert worker.name == "worker:1" and not worker.is_chief
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({}, "TF_CONFIG is not set; this example takes its cluster from TF_CONFIG"),
+    ({"TF_CONFIG": "{not json"}, "TF_CONFIG is not valid JSON"),
+    (tf_config(CLUSTER, "worker", 0), "TF_CONFIG cluster has no chief"),
+    (tf_config(dict(PSS_CLUSTER, evaluator=["e:1"]), "chief", 0),
+     "job(s) evaluator"),
+    (tf_config(dict(PSS_CLUSTER, chief=["c:1", "c:2"]), "chief", 0),
+     "one chief task"),
+    (tf_config(PSS_CLUSTER, "master", 0), "task type 'master'"),
+    (tf_config(PSS_CLUSTER, "worker", "5"), "TF_CONFIG task index 5 is out of range"),
+    (tf_config(PSS_CLUSTER, "chief", 1), "TF_CONFIG task index 1 is out of range"),
+    (tf_config(PSS_CLUSTER, "worker", 0.5),
+     "TF_CONFIG task index must be an integer, got 0.5"),
+])
+def test_a_bad_coordinated_tf_config_is_one_clear_error(environ, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(
+            ")", r"\)")) as error:
+        config.resolve_coordinated(environ)
+    assert "\n" not in str(error.value)
