@@ -114,7 +114,8 @@ def main():
         optimizer, global_step, task)
     left_over = cluster.gradients_waiting(  # Distributed: for the report
         classifier.mlp.hidden_weights)
-    barrier = cluster.step_barrier(task) if args.exact else None  # Distributed:
+    barrier = cluster.step_barrier(  # Distributed:
+        task, optimizer, args.train_steps) if args.exact else None
 
     # --- Train: the chief initialises, the others wait for it ---
     # Distributed: the chief initialises or resumes, the others wait for its
