@@ -124,7 +124,7 @@ def main():
     # barrier after each commit keeps a fast worker from committing twice to
     # one round. With backups (R < W) it would make each round wait for the
     # slowest worker after all, so there is none.
-    barrier = (cluster.step_barrier(task, averager, args.train_steps)
+    barrier = (cluster.step_barrier(task, averager, args.train_steps, commits)
                if replicas == task.num_workers else None)
 
     # --- Train: the chief initialises, the others wait for it ---

@@ -115,7 +115,7 @@ def main():
     left_over = cluster.gradients_waiting(  # Distributed: for the report
         classifier.mlp.hidden_weights)
     barrier = cluster.step_barrier(  # Distributed:
-        task, optimizer, args.train_steps) if args.exact else None
+        task, optimizer, args.train_steps, gradients_computed) if args.exact else None
 
     # --- Train: the chief initialises, the others wait for it ---
     # Distributed: the chief initialises or resumes, the others wait for its

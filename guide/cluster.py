@@ -392,9 +392,10 @@ def _barrier_inbox(index):
                                   shared_name=name, name=name)
 
 
-def step_barrier(task, optimizer, last_step):
+def step_barrier(task, optimizer, last_step, commits):
     """Op: one commit per worker per round of SyncReplicasOptimizer
-    `optimizer`, for rounds below `last_step`; run it after every commit.
+    `optimizer`, for rounds below `last_step`; run it after every commit
+    (`commits` is the `counters.WorkerCounter` that each commit increments).
 
     Round L is the commit made with local step L, the global step L that
     its gradient belongs to. After committing to round L a worker:
@@ -417,8 +418,10 @@ def step_barrier(task, optimizer, last_step):
     session of a worker first sends round G - 1 (G the global step then,
     when it has taken part in every update before G; a token it did not
     take is then thrown away by step 1) and commits its first gradient to
-    round G. Past `last_step` there is no round to keep in step: a worker
-    whose last commit returned early (step 1) commits once more, and passes.
+    round G. A new session that runs the barrier again before committing
+    (a ps restarted during it) passes at once. Past `last_step` there is no
+    round to keep in step: a worker whose last commit returned early (step
+    1) commits once more, and passes.
     """
     others = task.num_workers - 1
     if not others:
@@ -426,26 +429,32 @@ def step_barrier(task, optimizer, last_step):
     me = task.task_index
     inboxes = [_barrier_inbox(index) for index in range(task.num_workers)]
 
-    def arrive(round_):
-        return tf.group(*[inbox.enqueue((me, round_))
-                          for index, inbox in enumerate(inboxes) if index != me])
+    def arrive(round_, times=1):
+        return tf.group(*[
+            inbox.enqueue_many((tf.fill([times], me), tf.fill([times], round_)))
+            for index, inbox in enumerate(inboxes) if index != me])
 
     # Every new session of this worker: send G - 1, commit next to round G.
     start = tf.compat.v1.train.get_global_step().read_value()
     with tf.control_dependencies([arrive(start - 1)]):
         start = tf.identity(start)
+    count = commits.counts[me]
     never = start.dtype.max  # this worker's own entry in `seen`
+    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
     with tf.compat.v1.device(f"/job:worker/task:{me}"):
         next_round = tf.compat.v1.Variable(
-            start, trainable=False, name="step_barrier_round",
-            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+            start, trainable=False, name="step_barrier_round", collections=local)
         seen = tf.compat.v1.Variable(  # the highest round from each sender
             [never if index == me else -1 for index in range(task.num_workers)],
             dtype=start.dtype, trainable=False, name="step_barrier_seen",
-            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+            collections=local)
+        counted = tf.compat.v1.Variable(  # this worker's commits, so far
+            count, trainable=False, name="step_barrier_commits",
+            collections=local)
 
     round_ = next_round.read_value()
-    active = round_ < last_step
+    committed = count > counted.read_value()
+    active = tf.logical_and(committed, round_ < last_step)
     tokens = optimizer.get_chief_queue_runner().queue
     # 1. A token of update L, the one the commit took or a later one.
     [token] = tf.while_loop(lambda token: tf.logical_and(active, token <= round_),
@@ -454,7 +463,7 @@ def step_barrier(task, optimizer, last_step):
     caught_up = optimizer._local_step.assign(token)
     # 2. Arrive at round L.
     with tf.control_dependencies([caught_up]):
-        arrived = arrive(round_)
+        arrived = arrive(round_, tf.cast(committed, tf.int32))
     # 3. Wait for every other worker's round L or later.
     with tf.control_dependencies([arrived]):
         known = seen.read_value()
@@ -467,7 +476,8 @@ def step_barrier(task, optimizer, last_step):
     [known] = tf.while_loop(
         lambda known: tf.logical_and(active, tf.reduce_min(known) < round_),
         take, [known])
-    return tf.group(seen.assign(known), next_round.assign(round_ + 1))
+    return tf.group(seen.assign(known), counted.assign(count),
+                    next_round.assign(round_ + tf.cast(committed, round_.dtype)))
 
 
 def signal_done(server, task):

@@ -203,3 +203,22 @@ def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
                            match=r"another model \(1 variable\(s\) differ, "
                                  r"e\.g\. weights\)"):
             cluster.check_logdir(args, "one.py")
+
+
+def test_sagn_survives_a_killed_worker(run_dir):
+    """SAGN's per-round barrier (`cluster.step_barrier`): a worker killed
+    mid-run and restarted rejoins the round it left, and the run completes."""
+    logdir = run_dir / "run"
+    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "300", "--",
+               os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "40",
+               "--log_every", "1", "--logdir", str(logdir)])
+    try:
+        next_step(run, "worker:1", at_least=10)
+        kill(run, logdir, "worker", 1, 1)
+        # The others wait for it: no round completes without the new worker 1.
+        next_step(run, "worker:1")
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    assert code == 0, output[-3000:]
+    assert read_result(logdir)["global_step"] >= 40
