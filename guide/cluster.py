@@ -456,11 +456,12 @@ def step_barrier(task, optimizer, last_step, commits):
     committed = count > counted.read_value()
     active = tf.logical_and(committed, round_ < last_step)
     tokens = optimizer.get_chief_queue_runner().queue
+    local_step = optimizer._local_step  # the round of this worker's next commit
     # 1. A token of update L, the one the commit took or a later one.
     [token] = tf.while_loop(lambda token: tf.logical_and(active, token <= round_),
                             lambda token: [tokens.dequeue()],
-                            [optimizer._local_step.read_value()])
-    caught_up = optimizer._local_step.assign(token)
+                            [local_step.read_value()])
+    caught_up = local_step.assign(token)
     # 2. Arrive at round L.
     with tf.control_dependencies([caught_up]):
         arrived = arrive(round_, tf.cast(committed, tf.int32))
@@ -476,8 +477,11 @@ def step_barrier(task, optimizer, last_step, commits):
     [known] = tf.while_loop(
         lambda known: tf.logical_and(active, tf.reduce_min(known) < round_),
         take, [known])
-    return tf.group(seen.assign(known), counted.assign(count),
-                    next_round.assign(round_ + tf.cast(committed, round_.dtype)))
+    # Only then (`counted` was read for `committed`): the next round.
+    with tf.control_dependencies([known]):
+        return tf.group(
+            seen.assign(known), counted.assign(count),
+            next_round.assign(round_ + tf.cast(committed, round_.dtype)))
 
 
 def signal_done(server, task):
