@@ -422,6 +422,12 @@ def step_barrier(task, optimizer, last_step, commits):
     (a ps restarted during it) passes at once. Past `last_step` there is no
     round to keep in step: a worker whose last commit returned early (step
     1) commits once more, and passes.
+
+    Left as SyncReplicasOptimizer has it: a worker killed after its commit
+    and back before that round's update (only when another worker is down
+    too), or whose round is updated between its two reads of the global
+    step as it starts, commits to that round twice. The update then counts
+    it twice and drops another worker's commit as stale; no round hangs.
     """
     others = task.num_workers - 1
     if not others:
