@@ -424,9 +424,9 @@ def step_barrier(task, optimizer, last_step, commits):
     1) commits once more, and passes.
 
     Left as SyncReplicasOptimizer has it: a worker killed after its commit
-    and back before that round's update (only when another worker is down
-    too), or whose round is updated between its two reads of the global
-    step as it starts, commits to that round twice. The update then counts
+    and back before that round's update (in practice only when another
+    worker is down too), or whose round is updated between its two reads of
+    the global step as it starts, commits to that round twice. The update then counts
     it twice and drops another worker's commit as stale; no round hangs.
     """
     others = task.num_workers - 1
