@@ -163,7 +163,8 @@ def main():
     # barrier after each commit keeps a fast worker from committing twice to
     # one round. With backups (R < W) it would make each round wait for the
     # slowest worker after all, so there is none.
-    barrier = cluster.step_barrier(task) if replicas == task.num_workers else None
+    barrier = (cluster.step_barrier(task, averager, args.train_steps, commits)
+               if replicas == task.num_workers else None)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the central copy on the ps, or

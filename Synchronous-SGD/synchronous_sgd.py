@@ -142,8 +142,11 @@ def main():
     # the count of dropped gradients leaves out.
     left_over = cluster.gradients_waiting(classifier.mlp.hidden_weights)
     # Distributed: with --exact, a barrier after each step keeps a fast worker
-    # from sending a second gradient to the same step.
-    barrier = cluster.step_barrier(task) if args.exact else None
+    # from sending a second gradient to the same step; it counts rounds, so
+    # a restarted worker rejoins the round it left.
+    barrier = (cluster.step_barrier(task, optimizer, args.train_steps,
+                                    gradients_computed)
+               if args.exact else None)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the variables on the ps, or resumes

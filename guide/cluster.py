@@ -382,23 +382,112 @@ def gradients_waiting(optimizer_variable):
             shared_name=optimizer_variable.name + "/grad_accum").num_accumulated()
 
 
-def step_barrier(task):
-    """Op: returns once every worker has run it as many times as this one.
+def _barrier_inbox(index):
+    """Worker `index`'s inbox for `step_barrier`, on ps 0: (sender, round)
+    pairs. Room for far more than the two rounds a sender can be ahead, plus
+    one token per restart, so that an arrival never blocks."""
+    name = f"step_barrier_rounds_{index}"
+    with tf.compat.v1.device("/job:ps/task:0"):
+        return tf.queue.FIFOQueue(1 << 16, [tf.int32, tf.int64], shapes=[[], []],
+                                  shared_name=name, name=name)
 
-    Each worker puts a token into every other worker's queue on ps 0, then
-    takes one token from each of them out of its own queue. No worker can
-    start step s + 1 before all have finished step s.
+
+def step_barrier(task, optimizer, last_step, commits):
+    """Op: one commit per worker per round of SyncReplicasOptimizer
+    `optimizer`, for rounds below `last_step`; run it after every commit
+    (`commits` is the `counters.WorkerCounter` that each commit increments).
+
+    Round L is the commit made with local step L, the global step L that
+    its gradient belongs to. After committing to round L a worker:
+
+    1. Takes optimizer tokens until it holds one of update L (worth more
+       than L), and sets its local step to it. A token worth L or less was
+       left by a worker killed between its commit and taking its token; it
+       lets its taker's commit return before the update, so it is thrown
+       away, and then the worker waits for its own token of update L.
+    2. Puts (itself, L) into every other worker's inbox on ps 0.
+    3. Takes (sender, round) pairs from its own inbox until every other
+       worker has sent a round of L or more. Older rounds were sent by an
+       earlier life of the worker, or for a round it skipped; a sender that
+       sent twice counts once.
+
+    Then no worker commits to round L + 1 before all have their token of
+    update L, so none takes two tokens of one update. Each step is a state
+    reached, not a message used up, so a worker killed at any point of it
+    and restarted (or every worker, after a ps restart) carries on: each new
+    session of a worker first sends round G - 1 (G the global step then,
+    when it has taken part in every update before G; a token it did not
+    take is then thrown away by step 1) and commits its first gradient to
+    round G. A new session that runs the barrier again before committing
+    (a ps restarted during it) passes at once. Past `last_step` there is no
+    round to keep in step: a worker whose last commit returned early (step
+    1) commits once more, and passes.
+
+    Left as SyncReplicasOptimizer has it: a worker killed after its commit
+    and back before that round's update (in practice only when another
+    worker is down too), or whose round is updated between its two reads of
+    the global step as it starts, commits to that round twice. The update then counts
+    it twice and drops another worker's commit as stale; no round hangs.
     """
     others = task.num_workers - 1
     if not others:
         return tf.no_op()
-    queues = [_queue(f"step_barrier_{index}", 0, 2 * task.num_workers)
-              for index in range(task.num_workers)]
-    arrive = tf.group(*[queue.enqueue(task.task_index)
-                        for index, queue in enumerate(queues)
-                        if index != task.task_index])
-    with tf.control_dependencies([arrive]):
-        return queues[task.task_index].dequeue_many(others)
+    me = task.task_index
+    inboxes = [_barrier_inbox(index) for index in range(task.num_workers)]
+
+    def arrive(round_, times=1):
+        return tf.group(*[
+            inbox.enqueue_many((tf.fill([times], me), tf.fill([times], round_)))
+            for index, inbox in enumerate(inboxes) if index != me])
+
+    # Every new session of this worker: send G - 1, commit next to round G.
+    start = tf.compat.v1.train.get_global_step().read_value()
+    with tf.control_dependencies([arrive(start - 1)]):
+        start = tf.identity(start)
+    count = commits.counts[me]
+    never = start.dtype.max  # this worker's own entry in `seen`
+    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+    with tf.compat.v1.device(f"/job:worker/task:{me}"):
+        next_round = tf.compat.v1.Variable(
+            start, trainable=False, name="step_barrier_round", collections=local)
+        seen = tf.compat.v1.Variable(  # the highest round from each sender
+            [never if index == me else -1 for index in range(task.num_workers)],
+            dtype=start.dtype, trainable=False, name="step_barrier_seen",
+            collections=local)
+        counted = tf.compat.v1.Variable(  # this worker's commits, so far
+            count, trainable=False, name="step_barrier_commits",
+            collections=local)
+
+    round_ = next_round.read_value()
+    committed = count > counted.read_value()
+    active = tf.logical_and(committed, round_ < last_step)
+    tokens = optimizer.get_chief_queue_runner().queue
+    local_step = optimizer._local_step  # the round of this worker's next commit
+    # 1. A token of update L, the one the commit took or a later one.
+    [token] = tf.while_loop(lambda token: tf.logical_and(active, token <= round_),
+                            lambda token: [tokens.dequeue()],
+                            [local_step.read_value()])
+    caught_up = local_step.assign(token)
+    # 2. Arrive at round L.
+    with tf.control_dependencies([caught_up]):
+        arrived = arrive(round_, tf.cast(committed, tf.int32))
+    # 3. Wait for every other worker's round L or later.
+    with tf.control_dependencies([arrived]):
+        known = seen.read_value()
+    senders = tf.range(task.num_workers)
+
+    def take(known):
+        sender, sent = inboxes[me].dequeue()
+        return [tf.where(tf.equal(senders, sender), tf.maximum(known, sent), known)]
+
+    [known] = tf.while_loop(
+        lambda known: tf.logical_and(active, tf.reduce_min(known) < round_),
+        take, [known])
+    # Only then (`counted` was read for `committed`): the next round.
+    with tf.control_dependencies([known]):
+        return tf.group(
+            seen.assign(known), counted.assign(count),
+            next_round.assign(round_ + tf.cast(committed, round_.dtype)))
 
 
 def signal_done(server, task):

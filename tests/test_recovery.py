@@ -203,3 +203,29 @@ def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
                            match=r"another model \(1 variable\(s\) differ, "
                                  r"e\.g\. weights\)"):
             cluster.check_logdir(args, "one.py")
+
+
+def test_sagn_survives_a_killed_worker_and_chief(run_dir):
+    """SAGN's per-round barrier (`cluster.step_barrier`): a worker, then the
+    chief (and with it the thread that applies the updates), killed mid-run
+    and restarted rejoin the round they left, and the run completes."""
+    logdir = run_dir / "run"
+    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "300", "--",
+               os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "40",
+               "--log_every", "1", "--logdir", str(logdir)])
+    try:
+        next_step(run, "worker:1", at_least=10)
+        kill(run, logdir, "worker", 1, 1)
+        # The chief waits for it: no round completes without the new worker 1.
+        at_kill = next_step(run, "worker:1")
+        kill(run, logdir, "worker", 0, 2)
+        resumed = int(run.next_line(
+            r"^\[worker:0\] resuming at global step (\d+) from the parameter "
+            r"servers' current values", timeout=120)[1])
+        next_step(run, "worker:0")
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    assert code == 0, output[-3000:]
+    assert resumed >= at_kill  # the model stayed on the ps
+    assert read_result(logdir)["global_step"] >= 40
