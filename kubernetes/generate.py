@@ -33,14 +33,10 @@ LOGDIR = "/logdir"
 #   coordinator; the tf.compat.v1 examples take worker 0 as their chief;
 # - an Evaluator replica, which tests each new checkpoint of the chief, for
 #   the tf.compat.v1 examples (Parameter-Server-Strategy has none);
-# - the replicas' restartPolicy: OnFailure where the example carries on
+# - the replicas' restartPolicy: OnFailure, since every example carries on
 #   after a task is restarted (checkpoints, handshakes that survive
 #   restarts: see the top README's "Failures, restarts and the evaluator");
-#   Never for the examples below;
 # - nvidia.com/gpu 1 per worker where run.sh gives each worker a GPU.
-# SAGN's per-round barrier does not survive a restart: the job fails
-# instead of hanging.
-NO_RESTART = ("SAGN",)
 
 
 def replica(folder, script, count, restart, image, gpus=0):
@@ -67,7 +63,7 @@ def replica(folder, script, count, restart, image, gpus=0):
 def manifest(example, image=IMAGE):
     folder, script, chief = example.folder, example.script, example.coordinator
     evaluator = not example.coordinator
-    restart = "Never" if example.name in NO_RESTART else "OnFailure"
+    restart = "OnFailure"
     gpus = 1 if example.gpu_per_worker else 0
     ps, workers = example.ps, example.workers
     specs = {}
