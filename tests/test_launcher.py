@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-import launch as launch_module
 import launch_network
+import launch_options
 from conftest import (
     PYTHON,
     REPO,
@@ -164,11 +164,11 @@ def test_bad_launcher_options_give_exit_2(run_dir):
 
 def test_each_worker_gets_its_own_gpu_and_the_ps_none(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    gpus = launch_module.visible_gpus()
+    gpus = launch_options.visible_gpus()
     assert gpus == ["3", "5"]
-    assert [launch_module.gpu_for("worker", index, gpus) for index in range(3)] \
+    assert [launch_options.gpu_for("worker", index, gpus) for index in range(3)] \
         == ["3", "5", ""]  # a worker beyond the GPUs runs on the CPU
-    assert launch_module.gpu_for("ps", 0, gpus) == ""
+    assert launch_options.gpu_for("ps", 0, gpus) == ""
 
 
 def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(run_dir):
