@@ -53,6 +53,7 @@ import threading
 import time
 
 import launch_network
+from guide import cli, logdirs
 from launch_options import (
     # Others (tests, benchmarks) take this from launch, the program they run.
     MEMORY_PER_TASK_MIB,  # noqa: F401
@@ -61,7 +62,6 @@ from launch_options import (
     gpu_for,
     logdir_of,
     parse_command_line,
-    prepare_logdir,
     visible_gpus,
 )
 
@@ -178,7 +178,6 @@ class Launcher:
             # As a TFJob does: the evaluator is in every task's cluster, but
             # no training task ever connects to it.
             cluster["evaluator"] = [f"{host(len(ports) - 1)}:{ports[-1]}"]
-        os.makedirs(os.path.join(self.logdir, "logs"), exist_ok=True)
         say(f"{ps_count} ps + {worker_count} worker(s)"
             f"{' + a coordinator' if chief_count else ''}"
             f"{' + an evaluator' if evaluator_count else ''} of {self.script} on "
@@ -367,10 +366,10 @@ def main(argv):
         return 2
     logdir, full_args = logdir_of(script, script_args)
     try:
-        prepare_logdir(logdir)
+        logdirs.make(logdir, os.path.join(logdir, "logs"))
         # The same --logdir inside a namespace, where our pid is another.
         network = choose_network(options, argv + full_args[len(script_args):])
-    except (LaunchError, launch_network.NetworkError) as error:
+    except (LaunchError, cli.UsageError, launch_network.NetworkError) as error:
         print(f"launch.py: error: {error}", file=sys.stderr)
         return 2
     if isinstance(network, int):

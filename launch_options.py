@@ -134,27 +134,6 @@ def check_memory(tasks):
             f"--workers, or pass --ignore_memory_check to start anyway")
 
 
-def prepare_logdir(logdir):
-    """Creates <logdir>/logs; LaunchError if that cannot be done or written."""
-    logs = os.path.join(logdir, "logs")
-    existing = os.path.abspath(logdir)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise LaunchError(f"--logdir {logdir}: {existing} is a file, not a "
-                          f"folder; pass a folder there")
-    try:
-        os.makedirs(logs, exist_ok=True)
-    except OSError as error:
-        raise LaunchError(f"--logdir {logdir}: cannot create {error.filename} "
-                          f"({error.strerror}); pass a folder you may write "
-                          f"to") from None
-    if not os.access(logdir, os.W_OK | os.X_OK) or \
-            not os.access(logs, os.W_OK | os.X_OK):
-        raise LaunchError(f"--logdir {logdir} is not writable; pass a folder "
-                          f"you may write to")
-
-
 def add_network_option(parser):
     parser.add_argument(
         "--network", choices=launch_network.MODES, default="private",

@@ -41,7 +41,7 @@ import sys
 
 import tensorflow as tf
 
-from guide import cli
+from guide import cli, logdirs
 
 
 def session_config(task):
@@ -250,35 +250,6 @@ class _Resume:
             self.carry_on(session, None)
 
 
-def check_logdir(args, script):
-    """Chief: refuse a --logdir that holds another example's or another
-    model's checkpoint (resuming from it would fail or mislead), and mark
-    this one as `script`'s. Raises UsageError."""
-    marker = os.path.join(args.logdir, "example.txt")
-    checkpoint = tf.train.latest_checkpoint(args.logdir)
-    if checkpoint and os.path.exists(marker):
-        with open(marker) as stream:
-            owner = stream.read().strip()
-        if owner != script:
-            raise cli.UsageError(
-                f"--logdir {args.logdir} holds a checkpoint of {owner}, not "
-                f"{script}; give this run a new --logdir")
-    if checkpoint:
-        saved = dict(tf.train.list_variables(checkpoint))
-        wanted = {variable.op.name: variable.shape.as_list()
-                  for variable in tf.compat.v1.global_variables()}
-        if saved != wanted:
-            differ = sorted(name for name in set(saved) | set(wanted)
-                            if saved.get(name) != wanted.get(name))
-            raise cli.UsageError(
-                f"--logdir {args.logdir} holds a checkpoint of another model "
-                f"({len(differ)} variable(s) differ, e.g. {differ[0]}); give "
-                f"this run a new --logdir")
-    os.makedirs(args.logdir, exist_ok=True)
-    with open(marker, "w") as stream:
-        stream.write(script + "\n")
-
-
 def resumable_scaffold(task, args, global_step, ps_init_op=None):
     """The Scaffold for MonitoredTrainingSession that makes restarts work.
 
@@ -295,7 +266,7 @@ def resumable_scaffold(task, args, global_step, ps_init_op=None):
     again when a chief carries on from the ps.
     """
     if task is None or task.is_chief:
-        check_logdir(args, os.path.basename(sys.argv[0]))
+        logdirs.claim(args, os.path.basename(sys.argv[0]))
         resume = _Resume(task, args, global_step, ps_init_op)
         saver = _ResumingSaver(resume, sharded=True, allow_empty=True,
                                max_to_keep=3)

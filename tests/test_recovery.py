@@ -185,21 +185,21 @@ def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
 def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
     import tensorflow as tf
 
-    from guide import cli, cluster
+    from guide import cli, logdirs
 
     args = types.SimpleNamespace(logdir=str(tmp_path))
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([3]), name="weights")
-        cluster.check_logdir(args, "one.py")
+        logdirs.claim(args, "one.py")
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"))
-        cluster.check_logdir(args, "one.py")  # its own checkpoint: resumes
+        logdirs.claim(args, "one.py")  # its own checkpoint: resumes
         with pytest.raises(cli.UsageError, match="holds a checkpoint of one.py"):
-            cluster.check_logdir(args, "two.py")
+            logdirs.claim(args, "two.py")
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([4]), name="weights")
         with pytest.raises(cli.UsageError,
                            match=r"another model \(1 variable\(s\) differ, "
                                  r"e\.g\. weights\)"):
-            cluster.check_logdir(args, "one.py")
+            logdirs.claim(args, "one.py")
