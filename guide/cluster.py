@@ -76,8 +76,10 @@ def local_variables(worker_device):
         yield
 
 
-def _queue(name, ps_index, capacity):
-    with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
+def _queue(name, capacity, job="ps", index=0):
+    """A FIFO queue of int32 tokens on task `job:index`, shared by name:
+    every task that makes one with the same name reaches the same queue."""
+    with tf.compat.v1.device(f"/job:{job}/task:{index}"):
         return tf.queue.FIFOQueue(capacity, tf.int32, shapes=[],
                                   shared_name=name, name=name)
 
@@ -90,7 +92,7 @@ _STATE_CAPACITY = 1 << 16
 def _state(name, ps_index=0):
     """A signal that, once given, stays given: a queue on a ps holding one
     token per time it was given (`_STATE_CAPACITY` leaves room for all)."""
-    return _queue(name, ps_index, _STATE_CAPACITY)
+    return _queue(name, _STATE_CAPACITY, "ps", ps_index)
 
 
 def _peek(queue):
@@ -113,7 +115,7 @@ class PsLock:
     """
 
     def __init__(self, name):
-        self._queue = _queue(name, 0, 1)
+        self._queue = _queue(name, 1)
         self.initialize = self._queue.enqueue(0)
 
     def around(self, build):
@@ -363,7 +365,7 @@ def step_barrier(task):
     others = task.num_workers - 1
     if not others:
         return tf.no_op()
-    queues = [_queue(f"step_barrier_{index}", 0, 2 * task.num_workers)
+    queues = [_queue(f"step_barrier_{index}", 2 * task.num_workers)
               for index in range(task.num_workers)]
     arrive = tf.group(*[queue.enqueue(task.task_index)
                         for index, queue in enumerate(queues)
@@ -383,7 +385,8 @@ def serve_until_coordinator_done(server, job, index):
     """A worker or ps of a ParameterServerStrategy job: serve until the
     coordinator says the job is done (see `tell_servers_done`), instead of
     blocking forever in `server.join()`."""
-    _run_in_own_graph(server, None, lambda: _done_queue(job, index).dequeue())
+    _run_in_own_graph(server, None, lambda: _queue(
+        f"coordinator_done_{job}_{index}", 1, job, index).dequeue())
     cli.exit_with_teardown()  # the coordinator may still be closing sessions
 
 
@@ -392,18 +395,12 @@ def tell_servers_done(cluster):
     lists) return from `serve_until_coordinator_done`. Runs in a graph and
     session of its own, through the first ps, so it works from eager code."""
     with tf.Graph().as_default():
-        tokens = [_done_queue(job, index).enqueue(0)
+        tokens = [_queue(f"coordinator_done_{job}_{index}", 1, job,
+                         index).enqueue(0)
                   for job in ("worker", "ps")
                   for index in range(len(cluster.get(job, [])))]
         with tf.compat.v1.Session("grpc://" + cluster["ps"][0]) as session:
             session.run(tokens)
-
-
-def _done_queue(job, index):
-    with tf.compat.v1.device(f"/job:{job}/task:{index}"):
-        return tf.queue.FIFOQueue(1, tf.int32, shapes=[],
-                                  shared_name=f"coordinator_done_{job}_{index}",
-                                  name=f"coordinator_done_{job}_{index}")
 
 
 def serve_until_workers_done(server, task):
