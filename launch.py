@@ -35,39 +35,53 @@ the launcher dies, so no task outlives the launcher. --ps, --workers,
 --timeout, --max_restarts, --coordinator, --evaluator, --network and
 --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
-Its inputs, and what it works out before starting a task, are in
-launch_options.py. Standard library only.
+With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
+task from itself (`Forked`). Its inputs, and what it works out before
+starting a task, are in launch_options.py. Standard library only.
 """
 
 import collections
-import ctypes
-import importlib.util
+import contextlib
+import importlib
+import io
 import json
 import os
 import queue
 import re
+import runpy
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
 
 import launch_network
 from guide import cli, logdirs
+from launch_network import die_with_parent
+
+# MEMORY_PER_TASK_MIB and free_ports: tests and benchmarks take them from
+# launch, the program they run.
 from launch_options import (
-    # Others (tests, benchmarks) take this from launch, the program they run.
     MEMORY_PER_TASK_MIB,  # noqa: F401
     LaunchError,
-    free_ports,
+    check_tensorflow,
+    free_ports,  # noqa: F401
     gpu_for,
+    layout,
     logdir_of,
     parse_command_line,
+    task_count,
     visible_gpus,
 )
 
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
 EXIT_TIMEOUT = 124
+# Set to 1, the launcher loads TensorFlow once and forks every task from
+# itself (`Forked`), instead of starting a new Python for each.
+PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
 USAGE_ERROR = re.compile(r"^\S+: error: ")
@@ -95,26 +109,97 @@ def say(message):
     show(f"[launch] {message}")
 
 
-try:
-    # Looked up once, here: a restarted task is forked while reader threads
-    # run, and the child should then do as little as possible before exec.
-    _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-except OSError:  # not Linux: the launcher's own teardown still applies
-    _PRCTL = None
+class Forked:
+    """A task forked from this launcher, which has loaded TensorFlow already
+    (LAUNCH_PRELOAD_TENSORFLOW=1): the child runs the script's argv[0] as
+    __main__, so no task pays for importing TensorFlow again. The part of
+    Popen's interface the launcher uses."""
+
+    def __init__(self, argv, env, enter, name):
+        read_end, write_end = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            run_forked(argv, env, enter, name, write_end)  # never returns
+        os.close(write_end)
+        self.stdout = open(read_end, "rb")
+        self.returncode = None
+        self._exited = os.pidfd_open(self.pid)  # readable once it has exited
+        self._lock = threading.Lock()  # the reader and teardown both wait
+
+    def poll(self):
+        with self._lock:
+            if self.returncode is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None and \
+                not select.select([self._exited], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(self.pid, timeout)
+        return self.poll()
 
 
-def die_with_parent():
-    """Runs in each child before exec: SIGKILL it if the launcher dies."""
-    pr_set_pdeathsig = 1
-    if _PRCTL is not None:
-        _PRCTL(pr_set_pdeathsig, signal.SIGKILL)
+def run_forked(argv, env, enter, name, pipe):
+    """In a Forked child: sets up what a new process would start with, runs
+    the script, and exits with its exit code; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        die_with_parent()
+        if enter is not None:
+            enter()
+        # Every task shares the launcher's command line: its name (in ps,
+        # /proc/<pid>/comm) says which it is.
+        launch_network.prctl(launch_network.PR_SET_NAME, name.encode()[:15])
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(pipe, 1)
+        os.dup2(pipe, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        sys.stdin = open(0, closefd=False)
+        # Line by line, unbuffered, as PYTHONUNBUFFERED does in a new process.
+        sys.stdout, sys.stderr = (io.TextIOWrapper(
+            open(fd, "wb", buffering=0, closefd=False), encoding="utf-8",
+            errors=errors, line_buffering=True, write_through=True)
+            for fd, errors in ((1, "strict"), (2, "backslashreplace")))
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+        code = 0
+    except SystemExit as done:
+        code = done.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        # As Python does: report it, then die of the SIGINT itself.
+        traceback.print_exc()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 class Task:
     """One child process, its log file and its last lines of output."""
 
-    def __init__(self, job, index, command, env, log_path, enter=None):
+    def __init__(self, job, index, command, env, log_path, enter=None,
+                 preload=False):
         self.name = f"{job}:{index}"
+        self.preload = preload
         self.job = job
         # `enter`, if given, runs in the child first: it moves the task into
         # its own network namespace (--network hosts).
@@ -129,6 +214,9 @@ class Task:
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file)."""
         enter = self.enter
+        if self.preload:
+            self.process = Forked(self.command[1:], self.env, enter, self.name)
+            return
         self.process = subprocess.Popen(
             self.command, env=self.env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -146,8 +234,10 @@ class Task:
 
 
 class Launcher:
-    def __init__(self, options, script, script_args, logdir, network=None):
+    def __init__(self, options, script, script_args, logdir, network=None,
+                 preload=False):
         self.options, self.script, self.script_args = options, script, script_args
+        self.preload = preload
         self.network = network or launch_network.Network()
         self.logdir = logdir
         self.tasks = []
@@ -158,26 +248,10 @@ class Launcher:
         self.readers = []
 
     def start(self):
+        roles, ports, cluster = layout(self.options, self.network.host)
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         evaluator_count = int(self.options.evaluator)
-        ports = free_ports(ps_count + worker_count + chief_count +
-                           evaluator_count)
-        # Task k (ps first, then workers, the chief, the evaluator) has
-        # ports[k].
-        host = self.network.host
-        cluster = {"worker": [f"{host(ps_count + i)}:{port}" for i, port in
-                              enumerate(ports[ps_count:ps_count + worker_count])]}
-        if ps_count:
-            cluster["ps"] = [f"{host(i)}:{port}"
-                             for i, port in enumerate(ports[:ps_count])]
-        if chief_count:
-            cluster["chief"] = [f"{host(ps_count + worker_count)}:"
-                                f"{ports[ps_count + worker_count]}"]
-        if evaluator_count:
-            # As a TFJob does: the evaluator is in every task's cluster, but
-            # no training task ever connects to it.
-            cluster["evaluator"] = [f"{host(len(ports) - 1)}:{ports[-1]}"]
         say(f"{ps_count} ps + {worker_count} worker(s)"
             f"{' + a coordinator' if chief_count else ''}"
             f"{' + an evaluator' if evaluator_count else ''} of {self.script} on "
@@ -189,10 +263,6 @@ class Launcher:
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
-        roles = [("ps", i) for i in range(ps_count)] + \
-                [("worker", i) for i in range(worker_count)] + \
-                [("chief", 0)] * chief_count + \
-                [("evaluator", 0)] * evaluator_count
         # Start every process before any reader thread: forking while other
         # threads run is what makes preexec_fn unsafe.
         for number, (job, index) in enumerate(roles):
@@ -202,7 +272,7 @@ class Launcher:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
             self.tasks.append(Task(job, index, command, env, log_path,
-                                   self.network.enter(number)))
+                                   self.network.enter(number), self.preload))
         for task in self.tasks:
             self.read(task)
 
@@ -321,28 +391,6 @@ class Launcher:
             task.log.close()
 
 
-def choose_network(options, argv):
-    """The Network to place tasks with, or the exit code of the launcher
-    run inside a new namespace with the same argv."""
-    mode = launch_network.inside()
-    if mode:
-        return launch_network.set_up(mode, options.ps + options.workers +
-                                     int(options.coordinator) +
-                                     int(options.evaluator))
-    if options.network == "host":
-        return None
-    reason = launch_network.namespaces_unavailable()
-    if reason is None:
-        return launch_network.run_inside(options.network, argv, die_with_parent)
-    if options.network == "hosts":
-        raise LaunchError(f"--network hosts needs user namespaces, and this "
-                          f"system refused one ({reason}); allow "
-                          f"unprivileged user namespaces, or use --network "
-                          f"host")
-    print(launch_network.host_warning(reason), file=sys.stderr, flush=True)
-    return None
-
-
 def raise_terminated(signum, frame):
     raise Terminated()
 
@@ -358,24 +406,26 @@ def main(argv):
         print(f"\nThe flags of {script}:\n", flush=True)
         return subprocess.run([sys.executable, script, "--help"],
                               check=False).returncode
-    if importlib.util.find_spec("tensorflow") is None:
-        print(f"launch.py: error: TensorFlow is not installed for "
-              f"{sys.executable}; run `make venv` in the repository, or "
-              f"activate an environment with `pip install -r "
-              f"requirements.txt`", file=sys.stderr)
-        return 2
     logdir, full_args = logdir_of(script, script_args)
     try:
+        check_tensorflow()
         logdirs.make(logdir, os.path.join(logdir, "logs"))
         # The same --logdir inside a namespace, where our pid is another.
-        network = choose_network(options, argv + full_args[len(script_args):])
+        network = launch_network.choose(
+            options.network, task_count(options),
+            argv + full_args[len(script_args):])
     except (LaunchError, cli.UsageError, launch_network.NetworkError) as error:
         print(f"launch.py: error: {error}", file=sys.stderr)
         return 2
     if isinstance(network, int):
         return network
     script_args = full_args
-    launcher = Launcher(options, script, script_args, logdir, network)
+    preload = os.environ.get(PRELOAD) == "1"
+    if preload:
+        # Read as TensorFlow loads: set here as it is for every task.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        importlib.import_module("tensorflow")
+    launcher = Launcher(options, script, script_args, logdir, network, preload)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -5,6 +5,7 @@ Standard library only.
 """
 
 import argparse
+import importlib.util
 import os
 import socket
 import subprocess
@@ -31,7 +32,12 @@ and more, i.e. deaths by signal) does for a pod, with N as its
 `runPolicy.backoffLimit`, and what torchrun's
 `--max-restarts` does, except that torchrun restarts every worker of the
 group while this restarts only the task that failed, as Kubernetes does.
-With the default, 0, the first failure stops the whole job."""
+With the default, 0, the first failure stops the whole job.
+
+LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
+TensorFlow once and fork every task from itself, instead of starting a new
+Python that imports it again: the same job, for a fraction of the CPU time
+(the test suite sets it)."""
 
 
 class LaunchError(Exception):
@@ -111,9 +117,22 @@ def parse_command_line(argv):
     if not os.path.isfile(script):
         raise LaunchError(f"script {script} not found (from {os.getcwd()})")
     if not options.ignore_memory_check:
-        check_memory(options.ps + options.workers + int(options.coordinator)
-                     + int(options.evaluator))
+        check_memory(task_count(options))
     return options, parser, script, script_args
+
+
+def task_count(options):
+    return options.ps + options.workers + int(options.coordinator) + \
+        int(options.evaluator)
+
+
+def check_tensorflow():
+    """LaunchError if this Python cannot import TensorFlow."""
+    if importlib.util.find_spec("tensorflow") is None:
+        raise LaunchError(f"TensorFlow is not installed for {sys.executable}; "
+                          f"run `make venv` in the repository, or activate an "
+                          f"environment with `pip install -r "
+                          f"requirements.txt`")
 
 
 def check_memory(tasks):
@@ -175,6 +194,23 @@ def gpu_for(job, index, gpus):
     is one; a ps, or a worker beyond the GPUs, gets none (so it runs on the
     CPU)."""
     return gpus[index] if job == "worker" and index < len(gpus) else ""
+
+
+def layout(options, host):
+    """The job's tasks, in start order: [(job, index)], ps first, then the
+    workers, the chief, the evaluator; a free port for each (task k has
+    ports[k]); and the cluster for TF_CONFIG, task k at host(k). As a TFJob
+    does, the evaluator is in every task's cluster, but no training task
+    ever connects to it."""
+    roles = [("ps", i) for i in range(options.ps)] + \
+            [("worker", i) for i in range(options.workers)] + \
+            [("chief", 0)] * int(options.coordinator) + \
+            [("evaluator", 0)] * int(options.evaluator)
+    ports = free_ports(len(roles))
+    cluster = {"worker": []}  # first, as TF_CONFIG has always listed it
+    for number, ((job, _), port) in enumerate(zip(roles, ports)):
+        cluster.setdefault(job, []).append(f"{host(number)}:{port}")
+    return roles, ports, cluster
 
 
 def free_ports(count):

@@ -19,7 +19,8 @@ LAUNCH = os.path.join(REPO, "launch.py")
 
 def task_pid(logdir, job, index):
     """The pid of the live task `job:index` of the run writing to `logdir`,
-    found by its TF_CONFIG (the launcher does not print pids)."""
+    found by its TF_CONFIG, or by its name if the launcher forked it
+    (LAUNCH_PRELOAD_TENSORFLOW); the launcher does not print pids."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -30,8 +31,12 @@ def task_pid(logdir, job, index):
             with open(f"/proc/{pid}/environ", "rb") as stream:
                 environ = dict(item.split(b"=", 1) for item in
                                stream.read().split(b"\0") if b"=" in item)
+            with open(f"/proc/{pid}/stat") as stream:
+                name, state = re.match(r"\d+ \((.*)\) (\S)", stream.read()).groups()
         except OSError:
             continue
+        if name == f"{job}:{index}" and state != "Z":
+            return int(pid)
         if b"TF_CONFIG" not in environ:
             continue
         task = json.loads(environ[b"TF_CONFIG"])["task"]
