@@ -148,23 +148,24 @@ def run_forked(argv, env, enter, name, pipe):
     try:
         os.setsid()
         die_with_parent()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(pipe, 1)
+        os.dup2(pipe, 2)
+        # New streams, unbuffered as PYTHONUNBUFFERED makes them: the old
+        # ones' locks may be held by a reader thread that the fork left out.
+        sys.stdin = open(0, closefd=False)
+        sys.stdout, sys.stderr = (io.TextIOWrapper(
+            open(fd, "wb", buffering=0, closefd=False), encoding="utf-8",
+            errors=errors, line_buffering=True, write_through=True)
+            for fd, errors in ((1, "strict"), (2, "backslashreplace")))
         if enter is not None:
             enter()
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         # Every task shares the launcher's command line: its name (in ps,
         # /proc/<pid>/comm) says which it is.
         launch_network.prctl(launch_network.PR_SET_NAME, name.encode()[:15])
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(pipe, 1)
-        os.dup2(pipe, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        sys.stdin = open(0, closefd=False)
-        # Line by line, unbuffered, as PYTHONUNBUFFERED does in a new process.
-        sys.stdout, sys.stderr = (io.TextIOWrapper(
-            open(fd, "wb", buffering=0, closefd=False), encoding="utf-8",
-            errors=errors, line_buffering=True, write_through=True)
-            for fd, errors in ((1, "strict"), (2, "backslashreplace")))
         os.environ.clear()
         os.environ.update(env)
         sys.argv = list(argv)

@@ -255,10 +255,13 @@ def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
     assert f"[worker:0] argv {flags} stdin '' as __main__" in result.stdout
 
 
-def test_forked_tasks_have_their_own_session_name_and_stdin(run_dir):
+def test_forked_tasks_have_their_own_session_name_stdin_and_host(run_dir):
     os.environ[PRELOAD] = "1"  # the path fixture restores it
-    job = Running(launch(run_dir, mode="hang"))
+    hosts = launch_network.namespaces_unavailable() is None
+    job = Running(launch(run_dir, *(["--network", "hosts"] if hosts else []),
+                         mode="hang"))
     try:
+        namespaces = set()
         for name in ("ps:0", "worker:0", "worker:1"):
             pid = int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)",
                                         60).group(1))
@@ -267,11 +270,13 @@ def test_forked_tasks_have_their_own_session_name_and_stdin(run_dir):
             assert os.getsid(pid) == pid
             assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
             # The pipe to the launcher, and none of the launcher's others.
-            pipes = {os.readlink(f"/proc/{pid}/fd/{fd}")
-                     for fd in os.listdir(f"/proc/{pid}/fd")} - {os.devnull}
-            assert len([link for link in pipes if link.startswith("pipe:")]) == 1
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}")
+                     for fd in os.listdir(f"/proc/{pid}/fd")]
+            assert len({link for link in links if link.startswith("pipe:")}) == 1
+            namespaces.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
         job.process.send_signal(signal.SIGTERM)
         code, output = job.finish(timeout=30)
     finally:
         job.kill()
     assert code == 143, output
+    assert len(namespaces) == (3 if hosts else 1)  # --network hosts: one each
