@@ -209,7 +209,6 @@ class Task:
         self.last_lines = collections.deque(maxlen=LAST_LINES)
         self.process = None
         self.spawn()
-        self.returncode = None
 
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
@@ -322,7 +321,6 @@ class Launcher:
                 say(f"timed out after {self.options.timeout:g} s (--timeout); "
                     f"stopped every task")
                 return EXIT_TIMEOUT
-            task.returncode = code
             if code not in (0, 2) and restarts < self.options.max_restarts:
                 restarts += 1
                 how = (f"died (signal {-code})" if code < 0
