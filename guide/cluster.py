@@ -393,13 +393,14 @@ def serve_until_coordinator_done(server, job, index):
 def tell_servers_done(cluster):
     """Coordinator: let every worker and ps of `cluster` (a dict of host
     lists) return from `serve_until_coordinator_done`. Runs in a graph and
-    session of its own, through the first ps, so it works from eager code."""
+    session of its own, through the coordinator's own server, so it works
+    from eager code, and closing the session needs no task that is exiting."""
     with tf.Graph().as_default():
         tokens = [_queue(f"coordinator_done_{job}_{index}", 1, job,
                          index).enqueue(0)
                   for job in ("worker", "ps")
                   for index in range(len(cluster.get(job, [])))]
-        with tf.compat.v1.Session("grpc://" + cluster["ps"][0]) as session:
+        with tf.compat.v1.Session("grpc://" + cluster["chief"][0]) as session:
             session.run(tokens)
 
 
