@@ -375,10 +375,14 @@ def step_barrier(task):
 
 
 def signal_done(server, task):
-    """Worker: tell every ps that this worker will send no more requests."""
-    _run_in_own_graph(server, task, lambda: tf.group(*[
-        _state(f"done_{ps_index}_{task.task_index}", ps_index).enqueue(
-            task.task_index) for ps_index in range(task.num_ps)]))
+    """Worker: tell every ps that this worker will send no more requests.
+
+    A ps that is gone needs no telling: the last worker's token lets a ps
+    exit, which it may do before its reply reaches the worker."""
+    with contextlib.suppress(tf.errors.UnavailableError):
+        _run_in_own_graph(server, task, lambda: tf.group(*[
+            _state(f"done_{ps_index}_{task.task_index}", ps_index).enqueue(
+                task.task_index) for ps_index in range(task.num_ps)]))
 
 
 def serve_until_coordinator_done(server, job, index):
@@ -400,8 +404,9 @@ def tell_servers_done(cluster):
                          index).enqueue(0)
                   for job in ("worker", "ps")
                   for index in range(len(cluster.get(job, [])))]
-        with tf.compat.v1.Session("grpc://" + cluster["chief"][0]) as session:
-            session.run(tokens)
+        with tf.compat.v1.Session("grpc://" + cluster["chief"][0]) as session, \
+                contextlib.suppress(tf.errors.UnavailableError):
+            session.run(tokens)  # a told task may exit before it replies
 
 
 def serve_until_workers_done(server, task):
