@@ -45,7 +45,7 @@ SUBNET = "10.10.0"
 BRIDGE = "br0"
 
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
 SIOCBRADDBR, SIOCBRADDIF = 0x89A0, 0x89A2
@@ -56,6 +56,9 @@ IFLA_IFNAME, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 18, 28
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
+# Looked up once, here: a restarted task is forked while reader threads run,
+# and the child should then do as little as possible before exec.
+prctl = libc.prctl
 
 
 class NetworkError(Exception):
@@ -93,7 +96,28 @@ def host_warning(reason):
             f"ports, and pass --network host to say you know")
 
 
-def run_inside(mode, argv, die_with_parent):
+def choose(mode, task_count, argv):
+    """The Network to place `task_count` tasks with in --network `mode`,
+    or the exit code of the launcher run inside a new namespace with argv;
+    None for this machine's network."""
+    inner_mode = inside()
+    if inner_mode:
+        return set_up(inner_mode, task_count)
+    if mode == "host":
+        return None
+    reason = namespaces_unavailable()
+    if reason is None:
+        return run_inside(mode, argv)
+    if mode == "hosts":
+        raise NetworkError(f"--network hosts needs user namespaces, and this "
+                           f"system refused one ({reason}); allow "
+                           f"unprivileged user namespaces, or use --network "
+                           f"host")
+    print(host_warning(reason), file=sys.stderr, flush=True)
+    return None
+
+
+def run_inside(mode, argv):
     """Runs launch.py with `argv` inside a new namespace; returns its exit
     code. Ctrl-C and SIGTERM are passed on to it; if it has not stopped
     FORWARD_GRACE_S later, it is killed, and its tasks with it."""
@@ -122,6 +146,12 @@ def run_inside(mode, argv, die_with_parent):
     return 128 - code if code < 0 else code
 
 
+def die_with_parent():
+    """Asks the kernel to SIGKILL this process when its parent dies: every
+    task, and the launcher inside the namespace, runs it first."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def kill_group(pgid, sig=signal.SIGKILL):
     try:
         os.killpg(pgid, sig)
@@ -142,7 +172,7 @@ def set_up(mode, task_count):
     parent, outer_namespace = map(int, os.environ.pop(PARENT, "0 0").split())
     # Die with the launcher outside, and with it every task, as a task dies
     # with us; had it died already, we would have a new parent.
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
     # Only in a user namespace of the job's own, never in the parent's.

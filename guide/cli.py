@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+from guide import logdirs
+
 DATASETS = ("synthetic", "mnist", "fashion_mnist")
 
 
@@ -199,22 +201,8 @@ def parse(parser, argv=None):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.logdir = os.path.join(args.script_dir, "runs",
                                    f"{stamp}-{os.getpid()}")
-    check_logdir(args.logdir)
+    logdirs.check(args.logdir)
     return args
-
-
-def check_logdir(logdir):
-    """UsageError unless `logdir` is a folder, or can become one, that this
-    user may write to; creates nothing."""
-    path = os.path.abspath(logdir)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    if not os.path.isdir(path):
-        raise UsageError(f"--logdir {logdir}: {path} is a file, not a folder; "
-                         f"pass a folder there")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"--logdir {logdir}: {path} is not writable by this "
-                         f"user; pass a folder you may write to")
 
 
 def check_window(args):

@@ -41,7 +41,7 @@ import sys
 
 import tensorflow as tf
 
-from guide import cli
+from guide import cli, logdirs
 
 
 def session_config(task):
@@ -76,8 +76,10 @@ def local_variables(worker_device):
         yield
 
 
-def _queue(name, ps_index, capacity):
-    with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
+def _queue(name, capacity, job="ps", index=0):
+    """A FIFO queue of int32 tokens on task `job:index`, shared by name:
+    every task that makes one with the same name reaches the same queue."""
+    with tf.compat.v1.device(f"/job:{job}/task:{index}"):
         return tf.queue.FIFOQueue(capacity, tf.int32, shapes=[],
                                   shared_name=name, name=name)
 
@@ -90,7 +92,7 @@ _STATE_CAPACITY = 1 << 16
 def _state(name, ps_index=0):
     """A signal that, once given, stays given: a queue on a ps holding one
     token per time it was given (`_STATE_CAPACITY` leaves room for all)."""
-    return _queue(name, ps_index, _STATE_CAPACITY)
+    return _queue(name, _STATE_CAPACITY, "ps", ps_index)
 
 
 def _peek(queue):
@@ -113,7 +115,7 @@ class PsLock:
     """
 
     def __init__(self, name):
-        self._queue = _queue(name, 0, 1)
+        self._queue = _queue(name, 1)
         self.initialize = self._queue.enqueue(0)
 
     def around(self, build):
@@ -250,35 +252,6 @@ class _Resume:
             self.carry_on(session, None)
 
 
-def check_logdir(args, script):
-    """Chief: refuse a --logdir that holds another example's or another
-    model's checkpoint (resuming from it would fail or mislead), and mark
-    this one as `script`'s. Raises UsageError."""
-    marker = os.path.join(args.logdir, "example.txt")
-    checkpoint = tf.train.latest_checkpoint(args.logdir)
-    if checkpoint and os.path.exists(marker):
-        with open(marker) as stream:
-            owner = stream.read().strip()
-        if owner != script:
-            raise cli.UsageError(
-                f"--logdir {args.logdir} holds a checkpoint of {owner}, not "
-                f"{script}; give this run a new --logdir")
-    if checkpoint:
-        saved = dict(tf.train.list_variables(checkpoint))
-        wanted = {variable.op.name: variable.shape.as_list()
-                  for variable in tf.compat.v1.global_variables()}
-        if saved != wanted:
-            differ = sorted(name for name in set(saved) | set(wanted)
-                            if saved.get(name) != wanted.get(name))
-            raise cli.UsageError(
-                f"--logdir {args.logdir} holds a checkpoint of another model "
-                f"({len(differ)} variable(s) differ, e.g. {differ[0]}); give "
-                f"this run a new --logdir")
-    os.makedirs(args.logdir, exist_ok=True)
-    with open(marker, "w") as stream:
-        stream.write(script + "\n")
-
-
 def resumable_scaffold(task, args, global_step, ps_init_op=None):
     """The Scaffold for MonitoredTrainingSession that makes restarts work.
 
@@ -295,7 +268,7 @@ def resumable_scaffold(task, args, global_step, ps_init_op=None):
     again when a chief carries on from the ps.
     """
     if task is None or task.is_chief:
-        check_logdir(args, os.path.basename(sys.argv[0]))
+        logdirs.claim(args, os.path.basename(sys.argv[0]))
         resume = _Resume(task, args, global_step, ps_init_op)
         saver = _ResumingSaver(resume, sharded=True, allow_empty=True,
                                max_to_keep=3)
@@ -491,37 +464,38 @@ def step_barrier(task, optimizer, last_step, commits):
 
 
 def signal_done(server, task):
-    """Worker: tell every ps that this worker will send no more requests."""
-    _run_in_own_graph(server, task, lambda: tf.group(*[
-        _state(f"done_{ps_index}_{task.task_index}", ps_index).enqueue(
-            task.task_index) for ps_index in range(task.num_ps)]))
+    """Worker: tell every ps that this worker will send no more requests.
+
+    A ps that is gone needs no telling: the last worker's token lets a ps
+    exit, which it may do before its reply reaches the worker."""
+    with contextlib.suppress(tf.errors.UnavailableError):
+        _run_in_own_graph(server, task, lambda: tf.group(*[
+            _state(f"done_{ps_index}_{task.task_index}", ps_index).enqueue(
+                task.task_index) for ps_index in range(task.num_ps)]))
 
 
 def serve_until_coordinator_done(server, job, index):
     """A worker or ps of a ParameterServerStrategy job: serve until the
     coordinator says the job is done (see `tell_servers_done`), instead of
     blocking forever in `server.join()`."""
-    _run_in_own_graph(server, None, lambda: _done_queue(job, index).dequeue())
+    _run_in_own_graph(server, None, lambda: _queue(
+        f"coordinator_done_{job}_{index}", 1, job, index).dequeue())
     cli.exit_with_teardown()  # the coordinator may still be closing sessions
 
 
 def tell_servers_done(cluster):
     """Coordinator: let every worker and ps of `cluster` (a dict of host
     lists) return from `serve_until_coordinator_done`. Runs in a graph and
-    session of its own, through the first ps, so it works from eager code."""
+    session of its own, through the coordinator's own server, so it works
+    from eager code, and closing the session needs no task that is exiting."""
     with tf.Graph().as_default():
-        tokens = [_done_queue(job, index).enqueue(0)
+        tokens = [_queue(f"coordinator_done_{job}_{index}", 1, job,
+                         index).enqueue(0)
                   for job in ("worker", "ps")
                   for index in range(len(cluster.get(job, [])))]
-        with tf.compat.v1.Session("grpc://" + cluster["ps"][0]) as session:
-            session.run(tokens)
-
-
-def _done_queue(job, index):
-    with tf.compat.v1.device(f"/job:{job}/task:{index}"):
-        return tf.queue.FIFOQueue(1, tf.int32, shapes=[],
-                                  shared_name=f"coordinator_done_{job}_{index}",
-                                  name=f"coordinator_done_{job}_{index}")
+        with tf.compat.v1.Session("grpc://" + cluster["chief"][0]) as session, \
+                contextlib.suppress(tf.errors.UnavailableError):
+            session.run(tokens)  # a told task may exit before it replies
 
 
 def serve_until_workers_done(server, task):

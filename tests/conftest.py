@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from launch import CHATTER
+from launch import CHATTER, PRELOAD
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -54,6 +54,10 @@ def run_dir(tmp_path):
 def env_without_tf_config(**extra):
     env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Launched tasks are forked from a launcher that has imported TensorFlow
+    # once (launch.py --help), which saves most of the suite's CPU time; set
+    # LAUNCH_PRELOAD_TENSORFLOW=0 to test the exec path users get instead.
+    env.setdefault(PRELOAD, "1")
     env.update(extra)
     return env
 

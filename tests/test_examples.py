@@ -157,6 +157,9 @@ def task_pid(run_dir, job, index):
     """PID of the launcher's task `job`:`index` for the run under run_dir."""
     for pid in processes_mentioning(str(run_dir)):
         try:
+            with open(f"/proc/{pid}/comm") as stream:
+                if stream.read().strip() == f"{job}:{index}":  # forked
+                    return pid
             with open(f"/proc/{pid}/environ", "rb") as stream:
                 environ = dict(item.split(b"=", 1) for item in
                                stream.read().split(b"\0") if b"=" in item)

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-import launch as launch_module
 import launch_network
+import launch_options
 from conftest import (
     PYTHON,
     REPO,
@@ -17,9 +17,23 @@ from conftest import (
     run,
     run_together,
 )
+from launch import PRELOAD
 
 LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
+# For the tests that run both ways.
+BOTH_PATHS = pytest.mark.parametrize("path", ["exec", "forked"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def path(request, monkeypatch):
+    """How the launcher starts its tasks: a new Python each (exec, what users
+    get), or forked from a launcher that has imported TensorFlow once
+    (LAUNCH_PRELOAD_TENSORFLOW=1). The fake tasks need no TensorFlow, so
+    only the tests marked BOTH_PATHS pay for its import."""
+    way = getattr(request, "param", "exec")
+    monkeypatch.setenv(PRELOAD, "1" if way == "forked" else "0")
+    return way
 
 
 def launch(run_dir, *options, mode="ok"):
@@ -86,7 +100,8 @@ def test_a_task_rejecting_its_input_gives_exit_2(run_dir):
     assert "error: --mode bad_input was given" not in result.stdout
 
 
-def test_a_killed_ps_stops_the_job(run_dir):
+@BOTH_PATHS
+def test_a_killed_ps_stops_the_job(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
         ps_pid = int(job.wait_for_line(r"\[ps:0\] ready pid=(\d+)", 30).group(1))
@@ -117,7 +132,8 @@ def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
     assert f"{word}; stopped every task" in output
 
 
-def test_sigkill_to_the_launcher_still_ends_every_task(run_dir):
+@BOTH_PATHS
+def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
         pids = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)", 30).group(1))
@@ -164,14 +180,15 @@ def test_bad_launcher_options_give_exit_2(run_dir):
 
 def test_each_worker_gets_its_own_gpu_and_the_ps_none(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    gpus = launch_module.visible_gpus()
+    gpus = launch_options.visible_gpus()
     assert gpus == ["3", "5"]
-    assert [launch_module.gpu_for("worker", index, gpus) for index in range(3)] \
+    assert [launch_options.gpu_for("worker", index, gpus) for index in range(3)] \
         == ["3", "5", ""]  # a worker beyond the GPUs runs on the CPU
-    assert launch_module.gpu_for("ps", 0, gpus) == ""
+    assert launch_options.gpu_for("ps", 0, gpus) == ""
 
 
-def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(run_dir):
+@BOTH_PATHS
+def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(path, run_dir):
     result = run(launch(run_dir, "--max_restarts", "1", mode="fail_once"),
                  timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -214,3 +231,52 @@ def test_help_explains_restarts():
     assert result.returncode == 0
     for words in ("--max_restarts", "restartPolicy: OnFailure", "--max-restarts"):
         assert words in result.stdout
+
+
+SCRIPT = """
+import json, os, sys
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+print("argv", sys.argv[1:], "stdin", repr(sys.stdin.read()), "as", __name__)
+if (task["type"], task["index"]) == ("worker", 1):
+    raise ValueError("worker 1 breaks")
+"""
+
+
+@BOTH_PATHS
+def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
+    script = run_dir / "script.py"
+    script.write_text(SCRIPT)
+    result = run([PYTHON, LAUNCH, "--", str(script), "--flag",
+                  "--logdir", str(run_dir / "run")], timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "worker:1 exited with code 1; stopped every other task" in result.stdout
+    assert "    ValueError: worker 1 breaks" in result.stdout
+    flags = ['--flag', '--logdir', str(run_dir / "run")]
+    assert f"[worker:0] argv {flags} stdin '' as __main__" in result.stdout
+
+
+def test_forked_tasks_have_their_own_session_name_stdin_and_host(run_dir):
+    os.environ[PRELOAD] = "1"  # the path fixture restores it
+    hosts = launch_network.namespaces_unavailable() is None
+    job = Running(launch(run_dir, *(["--network", "hosts"] if hosts else []),
+                         mode="hang"))
+    try:
+        namespaces = set()
+        for name in ("ps:0", "worker:0", "worker:1"):
+            pid = int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)",
+                                        60).group(1))
+            with open(f"/proc/{pid}/comm") as stream:
+                assert stream.read().strip() == name
+            assert os.getsid(pid) == pid
+            assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+            # The pipe to the launcher, and none of the launcher's others.
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}")
+                     for fd in os.listdir(f"/proc/{pid}/fd")]
+            assert len({link for link in links if link.startswith("pipe:")}) == 1
+            namespaces.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+        job.process.send_signal(signal.SIGTERM)
+        code, output = job.finish(timeout=30)
+    finally:
+        job.kill()
+    assert code == 143, output
+    assert len(namespaces) == (3 if hosts else 1)  # --network hosts: one each

@@ -22,6 +22,13 @@ pytestmark = pytest.mark.skipif(
     reason="this system does not allow user namespaces")
 
 
+@pytest.fixture(autouse=True)
+def each_task_a_new_python(monkeypatch):
+    """The exec path: tasks found by their command line and TF_CONFIG, which
+    tasks forked by a preloading launcher do not have of their own."""
+    monkeypatch.setenv("LAUNCH_PRELOAD_TENSORFLOW", "0")
+
+
 def namespace_of(pid):
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 

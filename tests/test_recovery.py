@@ -19,7 +19,8 @@ LAUNCH = os.path.join(REPO, "launch.py")
 
 def task_pid(logdir, job, index):
     """The pid of the live task `job:index` of the run writing to `logdir`,
-    found by its TF_CONFIG (the launcher does not print pids)."""
+    found by its TF_CONFIG, or by its name if the launcher forked it
+    (LAUNCH_PRELOAD_TENSORFLOW); the launcher does not print pids."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -30,8 +31,12 @@ def task_pid(logdir, job, index):
             with open(f"/proc/{pid}/environ", "rb") as stream:
                 environ = dict(item.split(b"=", 1) for item in
                                stream.read().split(b"\0") if b"=" in item)
+            with open(f"/proc/{pid}/stat") as stream:
+                name, state = re.match(r"\d+ \((.*)\) (\S)", stream.read()).groups()
         except OSError:
             continue
+        if name == f"{job}:{index}" and state != "Z":
+            return int(pid)
         if b"TF_CONFIG" not in environ:
             continue
         task = json.loads(environ[b"TF_CONFIG"])["task"]
@@ -185,24 +190,24 @@ def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
 def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
     import tensorflow as tf
 
-    from guide import cli, cluster
+    from guide import cli, logdirs
 
     args = types.SimpleNamespace(logdir=str(tmp_path))
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([3]), name="weights")
-        cluster.check_logdir(args, "one.py")
+        logdirs.claim(args, "one.py")
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"))
-        cluster.check_logdir(args, "one.py")  # its own checkpoint: resumes
+        logdirs.claim(args, "one.py")  # its own checkpoint: resumes
         with pytest.raises(cli.UsageError, match="holds a checkpoint of one.py"):
-            cluster.check_logdir(args, "two.py")
+            logdirs.claim(args, "two.py")
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([4]), name="weights")
         with pytest.raises(cli.UsageError,
                            match=r"another model \(1 variable\(s\) differ, "
                                  r"e\.g\. weights\)"):
-            cluster.check_logdir(args, "one.py")
+            logdirs.claim(args, "one.py")
 
 
 def test_sagn_survives_a_killed_worker_and_chief(run_dir):

@@ -1,0 +1,232 @@
+"""The launcher's inputs, and what it works out before starting a task:
+its command line, the memory check, the --logdir it uses, free ports and
+GPUs. Nothing here starts or stops a process: that is launch.py's alone.
+Standard library only.
+"""
+
+import argparse
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import launch_network
+
+# What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
+# training on the synthetic data, measured at 775 MiB resident (VmHWM).
+MEMORY_PER_TASK_MIB = 800
+# Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
+CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
+
+RESTARTS_HELP = """\
+Restarts (--max_restarts N): a task that dies (a signal) or exits non-zero
+is started again, with the same TF_CONFIG, the same port and the same
+--logdir, up to N restarts in all over the job; exit code 2 (bad input) is
+never retried. The examples then resume: a worker rejoins, a restarted chief
+carries on from the ps (or from the last checkpoint if a ps was lost), a
+restarted ps gets the last checkpoint. This is what a TFJob's
+`restartPolicy: OnFailure` (or `ExitCode`, which retries exit codes of 128
+and more, i.e. deaths by signal) does for a pod, with N as its
+`runPolicy.backoffLimit`, and what torchrun's
+`--max-restarts` does, except that torchrun restarts every worker of the
+group while this restarts only the task that failed, as Kubernetes does.
+With the default, 0, the first failure stops the whole job.
+
+LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
+TensorFlow once and fork every task from itself, instead of starting a new
+Python that imports it again: the same job, for a fraction of the CPU time
+(the test suite sets it)."""
+
+
+class LaunchError(Exception):
+    """Bad launcher input: one line on stderr, exit code 2."""
+
+
+def parse_command_line(argv):
+    """Splits argv into launcher options, the script and the script's flags."""
+    parser = argparse.ArgumentParser(
+        prog="launch.py", allow_abbrev=False, add_help=False,
+        description="Run an example as a local cluster.",
+        epilog=RESTARTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ps", type=int, default=1,
+                        help="parameter-server tasks (default 1)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker tasks (default 2)")
+    parser.add_argument("--gpu_per_worker", action="store_true",
+                        help="give worker i the i-th visible GPU (through "
+                             "CUDA_VISIBLE_DEVICES) and the ps none")
+    parser.add_argument("--coordinator", action="store_true",
+                        help="also start a coordinator task, \"chief\" in "
+                             "TF_CONFIG, as TensorFlow 2's "
+                             "ParameterServerStrategy wants")
+    parser.add_argument("--evaluator", action="store_true",
+                        help="also start an evaluator task, \"evaluator\" in "
+                             "TF_CONFIG, that tests each new checkpoint of "
+                             "the chief; training never waits for it")
+    parser.add_argument("--max_restarts", type=int, default=0,
+                        help="restart a task that dies or fails, up to this "
+                             "many times in all (default 0: the first "
+                             "failure stops the job); see below")
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds before the whole job is stopped "
+                             "(default 600; inf for no limit)")
+    parser.add_argument("--ignore_memory_check", action="store_true",
+                        help=f"start even if the tasks (about "
+                             f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
+                             f"in the memory available")
+    add_network_option(parser)
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if "-h" in head or "--help" in head:
+        parser.print_help()
+        sys.exit(0)
+    if "--" not in argv:
+        raise LaunchError("usage: launch.py [--ps N] [--workers N] "
+                          "[--timeout S] -- SCRIPT [FLAGS...]")
+    split = argv.index("--")
+    options, unknown = parser.parse_known_args(argv[:split])
+    if unknown:
+        raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
+                          f"--ps, --workers, --coordinator, --evaluator, "
+                          f"--max_restarts, --timeout and "
+                          f"--ignore_memory_check")
+    if split + 1 >= len(argv):
+        raise LaunchError("no script given after --")
+    script, rest = argv[split + 1], argv[split + 2:]
+    # The user's flags (from run.sh "$@") override run.sh's defaults.
+    options, script_args = parser.parse_known_args(rest, namespace=options)
+    for flag in script_args:
+        if flag.split("=", 1)[0] in CLUSTER_FLAGS:
+            raise LaunchError(f"{flag.split('=', 1)[0]} is set by the launcher "
+                              f"through TF_CONFIG; use --ps and --workers "
+                              f"here, or run the script by hand to choose "
+                              f"hosts")
+    if options.ps < 1:
+        raise LaunchError(f"--ps {options.ps}: every example keeps its "
+                          f"variables on a parameter server; use --ps 1 or "
+                          f"more")
+    if options.workers < 1:
+        raise LaunchError(f"need --workers 1 or more, got --workers "
+                          f"{options.workers}")
+    if options.max_restarts < 0:
+        raise LaunchError(f"--max_restarts must be 0 or more, got "
+                          f"{options.max_restarts}")
+    if not options.timeout > 0:
+        raise LaunchError(f"--timeout must be positive, got {options.timeout}")
+    if not os.path.isfile(script):
+        raise LaunchError(f"script {script} not found (from {os.getcwd()})")
+    if not options.ignore_memory_check:
+        check_memory(task_count(options))
+    return options, parser, script, script_args
+
+
+def task_count(options):
+    return options.ps + options.workers + int(options.coordinator) + \
+        int(options.evaluator)
+
+
+def check_tensorflow():
+    """LaunchError if this Python cannot import TensorFlow."""
+    if importlib.util.find_spec("tensorflow") is None:
+        raise LaunchError(f"TensorFlow is not installed for {sys.executable}; "
+                          f"run `make venv` in the repository, or activate an "
+                          f"environment with `pip install -r "
+                          f"requirements.txt`")
+
+
+def check_memory(tasks):
+    """LaunchError if `tasks` TensorFlow processes would not fit in the
+    memory available now: started anyway, they would exhaust it."""
+    try:
+        with open("/proc/meminfo") as stream:
+            fields = dict(line.split(":", 1) for line in stream)
+        available_mib = int(fields["MemAvailable"].split()[0]) // 1024
+    except (OSError, KeyError, ValueError):
+        return  # not Linux: nothing to compare with
+    needed_mib = tasks * MEMORY_PER_TASK_MIB
+    if needed_mib > available_mib:
+        raise LaunchError(
+            f"{tasks} tasks need about {needed_mib / 1024:.1f} GiB "
+            f"({MEMORY_PER_TASK_MIB} MiB each) but only "
+            f"{available_mib / 1024:.1f} GiB is available; use fewer "
+            f"--workers, or pass --ignore_memory_check to start anyway")
+
+
+def add_network_option(parser):
+    parser.add_argument(
+        "--network", choices=launch_network.MODES, default="private",
+        help="private (default): the job in a network namespace of its own, "
+             "unreachable from outside; hosts: also each task in its own, "
+             "with its own address, as on separate machines; host: on "
+             "127.0.0.1, where every interface listens (see MULTI-HOST.md)")
+
+
+def logdir_of(script, script_args):
+    """The run's --logdir: the user's, or a new folder under the example."""
+    for index, flag in enumerate(script_args):
+        if flag == "--logdir" and index + 1 < len(script_args):
+            return script_args[index + 1], script_args
+        if flag.startswith("--logdir="):
+            return flag.split("=", 1)[1], script_args
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
+                          f"{stamp}-{os.getpid()}")
+    return logdir, script_args + ["--logdir", logdir]
+
+
+def visible_gpus():
+    """The GPU ids this launcher may hand out: CUDA_VISIBLE_DEVICES if set,
+    else those `nvidia-smi -L` lists, else none."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [gpu for gpu in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if gpu]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                 text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(index) for index, line in enumerate(listing.splitlines())
+            if line.startswith("GPU ")]
+
+
+def gpu_for(job, index, gpus):
+    """CUDA_VISIBLE_DEVICES for a task: worker i gets the i-th GPU, if there
+    is one; a ps, or a worker beyond the GPUs, gets none (so it runs on the
+    CPU)."""
+    return gpus[index] if job == "worker" and index < len(gpus) else ""
+
+
+def layout(options, host):
+    """The job's tasks, in start order: [(job, index)], ps first, then the
+    workers, the chief, the evaluator; a free port for each (task k has
+    ports[k]); and the cluster for TF_CONFIG, task k at host(k). As a TFJob
+    does, the evaluator is in every task's cluster, but no training task
+    ever connects to it."""
+    roles = [("ps", i) for i in range(options.ps)] + \
+            [("worker", i) for i in range(options.workers)] + \
+            [("chief", 0)] * int(options.coordinator) + \
+            [("evaluator", 0)] * int(options.evaluator)
+    ports = free_ports(len(roles))
+    cluster = {"worker": []}  # first, as TF_CONFIG has always listed it
+    for number, ((job, _), port) in enumerate(zip(roles, ports)):
+        cluster.setdefault(job, []).append(f"{host(number)}:{port}")
+    return roles, ports, cluster
+
+
+def free_ports(count):
+    """Ports the OS reports free on every interface, as TF servers bind there.
+
+    All are held open together, so they differ from each other, then released
+    for the servers to take; a port-0 bind is drawn at random from the
+    ephemeral range, so two launchers starting at once do not pick the same.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe.bind(("", 0))
+            sockets.append(probe)
+        return [probe.getsockname()[1] for probe in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
