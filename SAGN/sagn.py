@@ -51,10 +51,10 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks and
+    # Distributed: `cluster` holds the handshakes between the tasks, `sync`
     # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
     # commits, and `evaluator` the loop of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report, sync
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -155,15 +155,15 @@ def main():
             *[update.assign(tf.zeros_like(update)) for update in accumulated])
     # Distributed: as a worker stops, it hands a token to every other one, so
     # that none stays blocked waiting for a round that will never come.
-    release_waiters = cluster.release_token_waiters(averager, global_step, task)
+    release_waiters = sync.release_token_waiters(averager, global_step, task)
     # Distributed: how many commits wait in the accumulator unused, which the
     # count of dropped commits leaves out.
-    left_over = cluster.gradients_waiting(central.hidden_weights)
+    left_over = sync.gradients_waiting(central.hidden_weights)
     # Distributed: with every worker's commit in every round (R = W), a
     # barrier after each commit keeps a fast worker from committing twice to
     # one round. With backups (R < W) it would make each round wait for the
     # slowest worker after all, so there is none.
-    barrier = (cluster.step_barrier(task, averager, args.train_steps, commits)
+    barrier = (sync.step_barrier(task, averager, args.train_steps, commits)
                if replicas == task.num_workers else None)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
@@ -175,7 +175,7 @@ def main():
     # averaged updates, and hands out tokens, one per worker after each
     # update; a worker's commit takes one and so returns once the update is
     # applied.
-    sync_hook = cluster.SyncReplicasHook(averager, task.is_chief)
+    sync_hook = sync.SyncReplicasHook(averager, task.is_chief)
     # Distributed: one global step averages R commits of T minibatches each.
     examples_per_step = replicas * window * args.batch_size
     hooks = [sync_hook,

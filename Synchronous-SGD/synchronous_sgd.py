@@ -61,10 +61,10 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks and
+    # Distributed: `cluster` holds the handshakes between the tasks, `sync`
     # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
     # gradients, and `evaluator` the loop of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report
+    from guide import cluster, counters, evaluator, model, report, sync
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -137,14 +137,14 @@ def main():
             gradients_computed.increment)
     # Distributed: as a worker stops, it hands a token to every other one, so
     # that none stays blocked waiting for a step that will never come.
-    release_waiters = cluster.release_token_waiters(optimizer, global_step, task)
+    release_waiters = sync.release_token_waiters(optimizer, global_step, task)
     # Distributed: how many gradients wait in the accumulator unused, which
     # the count of dropped gradients leaves out.
-    left_over = cluster.gradients_waiting(classifier.mlp.hidden_weights)
+    left_over = sync.gradients_waiting(classifier.mlp.hidden_weights)
     # Distributed: with --exact, a barrier after each step keeps a fast worker
     # from sending a second gradient to the same step; it counts rounds, so
     # a restarted worker rejoins the round it left.
-    barrier = (cluster.step_barrier(task, optimizer, args.train_steps,
+    barrier = (sync.step_barrier(task, optimizer, args.train_steps,
                                     gradients_computed)
                if args.exact else None)
 
@@ -156,7 +156,7 @@ def main():
     # Distributed: the chief's hook starts the thread that applies the
     # averaged updates, and hands out tokens, one per worker after each
     # update; a worker takes one before each step.
-    sync_hook = cluster.SyncReplicasHook(optimizer, task.is_chief)
+    sync_hook = sync.SyncReplicasHook(optimizer, task.is_chief)
     hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,

@@ -102,7 +102,7 @@ class WorkerCounter:
         """For counted gradients (or commits) of a SyncReplicasOptimizer job:
         the counts per worker, and how many were never averaged into an
         update, dropped as stale: counted − R × global steps − those still
-        `waiting` in the accumulator (`cluster.gradients_waiting`). An upper
+        `waiting` in the accumulator (`sync.gradients_waiting`). An upper
         bound, if a step ever averaged more than R."""
         counts, step, left_over = cluster.run_without_hooks(
             session, [self.counts, global_step, waiting])

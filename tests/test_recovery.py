@@ -211,7 +211,7 @@ def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
 
 
 def test_sagn_survives_a_killed_worker_and_chief(run_dir):
-    """SAGN's per-round barrier (`cluster.step_barrier`): a worker, then the
+    """SAGN's per-round barrier (`sync.step_barrier`): a worker, then the
     chief (and with it the thread that applies the updates), killed mid-run
     and restarted rejoin the round they left, and the run completes."""
     logdir = run_dir / "run"

@@ -1,0 +1,191 @@
+"""The pieces the synchronous examples add around `SyncReplicasOptimizer`.
+
+- `SyncReplicasHook`: its session hook, with a clean shutdown and no token
+  before the first update.
+- `release_token_waiters`: so that no worker waits for a token at the end.
+- `step_barrier`: one gradient or commit per worker per step, kept in
+  rounds, so that a restarted worker rejoins the round it left.
+- `gradients_waiting`: for the count of gradients dropped as stale.
+"""
+
+import tensorflow as tf
+
+from guide import cluster
+
+
+class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
+    """SyncReplicasOptimizer's session hook, with a clean shutdown.
+
+    Does what `optimizer.make_session_run_hook(is_chief, num_tokens)` does:
+    initialise the worker's local step and, on the chief, put the first
+    tokens in the token queue and start the thread that applies the
+    aggregated updates. Two differences:
+
+    - That thread spends its life blocked waiting for gradients, so at the
+      end it is cancelled by the session's close; TensorFlow's own hook lets
+      that surface as a traceback (or, with the default grace period, as a
+      120 s wait first). Here a cancelled update thread just stops.
+    - `num_tokens` defaults to 0, not to replicas_to_aggregate: a token
+      handed out before the first update lets a worker compute its second
+      gradient on the initial parameters, and that gradient is then dropped
+      as stale. With none, each worker waits for the first update instead.
+    """
+
+    def __init__(self, optimizer, is_chief, num_tokens=0):
+        self._optimizer = optimizer
+        self._is_chief = is_chief
+        self._num_tokens = num_tokens
+
+    def begin(self):
+        optimizer = self._optimizer
+        if self._is_chief:
+            self._init_ops = [optimizer.chief_init_op,
+                              optimizer.get_init_tokens_op(self._num_tokens)]
+            updates = optimizer.get_chief_queue_runner()
+            self._update_runner = tf.compat.v1.train.QueueRunner(
+                updates.queue, updates.enqueue_ops,
+                queue_closed_exception_types=(tf.errors.OutOfRangeError,
+                                              tf.errors.CancelledError))
+        else:
+            self._init_ops = [optimizer.local_step_init_op]
+            self._update_runner = None
+
+    def after_create_session(self, session, coord):
+        not_ready = session.run(self._optimizer.ready_for_local_init_op)
+        if len(not_ready):
+            raise RuntimeError(f"variables not initialised: {not_ready}")
+        for op in self._init_ops:
+            session.run(op)
+        if self._update_runner:
+            self._update_runner.create_threads(session, coord=coord, daemon=True,
+                                               start=True)
+
+
+def release_token_waiters(optimizer, global_step, task):
+    """Op that every worker of a SyncReplicasOptimizer job runs as it stops:
+    put one extra token per other worker into the optimizer's token queue.
+
+    When one worker stops, another may be blocked waiting for a token for a
+    step that will never come (it read the global step before the last
+    update, or another worker took its token); this lets it finish that
+    step, see the final global step and stop, instead of hanging or failing
+    on a closed queue.
+    """
+    tokens = optimizer.get_chief_queue_runner().queue
+    return tokens.enqueue_many(
+        tf.fill([max(task.num_workers - 1, 0)], global_step.read_value()))
+
+
+def gradients_waiting(optimizer_variable):
+    """Op: how many gradients SyncReplicasOptimizer's accumulator for this
+    variable holds that no update has used yet (found by its shared name)."""
+    with tf.compat.v1.device(optimizer_variable.device):
+        return tf.compat.v1.ConditionalAccumulator(
+            optimizer_variable.dtype.base_dtype, shape=optimizer_variable.shape,
+            shared_name=optimizer_variable.name + "/grad_accum").num_accumulated()
+
+
+def _barrier_inbox(index):
+    """Worker `index`'s inbox for `step_barrier`, on ps 0: (sender, round)
+    pairs. Room for far more than the two rounds a sender can be ahead, plus
+    one token per restart, so that an arrival never blocks."""
+    return cluster.shared_queue(f"step_barrier_rounds_{index}", 1 << 16,
+                                dtypes=(tf.int32, tf.int64))
+
+
+def step_barrier(task, optimizer, last_step, commits):
+    """Op: one commit per worker per round of SyncReplicasOptimizer
+    `optimizer`, for rounds below `last_step`; run it after every commit
+    (`commits` is the `counters.WorkerCounter` that each commit increments).
+
+    Round L is the commit made with local step L, the global step L that
+    its gradient belongs to. After committing to round L a worker:
+
+    1. Takes optimizer tokens until it holds one of update L (worth more
+       than L), and sets its local step to it. A token worth L or less was
+       left by a worker killed between its commit and taking its token; it
+       lets its taker's commit return before the update, so it is thrown
+       away, and then the worker waits for its own token of update L.
+    2. Puts (itself, L) into every other worker's inbox on ps 0.
+    3. Takes (sender, round) pairs from its own inbox until every other
+       worker has sent a round of L or more. Older rounds were sent by an
+       earlier life of the worker, or for a round it skipped; a sender that
+       sent twice counts once.
+
+    Then no worker commits to round L + 1 before all have their token of
+    update L, so none takes two tokens of one update. Each step is a state
+    reached, not a message used up, so a worker killed at any point of it
+    and restarted (or every worker, after a ps restart) carries on: each new
+    session of a worker first sends round G - 1 (G the global step then,
+    when it has taken part in every update before G; a token it did not
+    take is then thrown away by step 1) and commits its first gradient to
+    round G. A new session that runs the barrier again before committing
+    (a ps restarted during it) passes at once. Past `last_step` there is no
+    round to keep in step: a worker whose last commit returned early (step
+    1) commits once more, and passes.
+
+    Left as SyncReplicasOptimizer has it: a worker killed after its commit
+    and back before that round's update (in practice only when another
+    worker is down too), or whose round is updated between its two reads of
+    the global step as it starts, commits to that round twice. The update then counts
+    it twice and drops another worker's commit as stale; no round hangs.
+    """
+    others = task.num_workers - 1
+    if not others:
+        return tf.no_op()
+    me = task.task_index
+    inboxes = [_barrier_inbox(index) for index in range(task.num_workers)]
+
+    def arrive(round_, times=1):
+        return tf.group(*[
+            inbox.enqueue_many((tf.fill([times], me), tf.fill([times], round_)))
+            for index, inbox in enumerate(inboxes) if index != me])
+
+    # Every new session of this worker: send G - 1, commit next to round G.
+    start = tf.compat.v1.train.get_global_step().read_value()
+    with tf.control_dependencies([arrive(start - 1)]):
+        start = tf.identity(start)
+    count = commits.counts[me]
+    never = start.dtype.max  # this worker's own entry in `seen`
+    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+    with tf.compat.v1.device(f"/job:worker/task:{me}"):
+        next_round = tf.compat.v1.Variable(
+            start, trainable=False, name="step_barrier_round", collections=local)
+        seen = tf.compat.v1.Variable(  # the highest round from each sender
+            [never if index == me else -1 for index in range(task.num_workers)],
+            dtype=start.dtype, trainable=False, name="step_barrier_seen",
+            collections=local)
+        counted = tf.compat.v1.Variable(  # this worker's commits, so far
+            count, trainable=False, name="step_barrier_commits",
+            collections=local)
+
+    round_ = next_round.read_value()
+    committed = count > counted.read_value()
+    active = tf.logical_and(committed, round_ < last_step)
+    tokens = optimizer.get_chief_queue_runner().queue
+    local_step = optimizer._local_step  # the round of this worker's next commit
+    # 1. A token of update L, the one the commit took or a later one.
+    [token] = tf.while_loop(lambda token: tf.logical_and(active, token <= round_),
+                            lambda token: [tokens.dequeue()],
+                            [local_step.read_value()])
+    caught_up = local_step.assign(token)
+    # 2. Arrive at round L.
+    with tf.control_dependencies([caught_up]):
+        arrived = arrive(round_, tf.cast(committed, tf.int32))
+    # 3. Wait for every other worker's round L or later.
+    with tf.control_dependencies([arrived]):
+        known = seen.read_value()
+    senders = tf.range(task.num_workers)
+
+    def take(known):
+        sender, sent = inboxes[me].dequeue()
+        return [tf.where(tf.equal(senders, sender), tf.maximum(known, sent), known)]
+
+    [known] = tf.while_loop(
+        lambda known: tf.logical_and(active, tf.reduce_min(known) < round_),
+        take, [known])
+    # Only then (`counted` was read for `committed`): the next round.
+    with tf.control_dependencies([known]):
+        return tf.group(
+            seen.assign(known), counted.assign(count),
+            next_round.assign(round_ + tf.cast(committed, round_.dtype)))
