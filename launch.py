@@ -191,6 +191,11 @@ def run_forked(argv, env, enter, name, pipe):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        if code == 0 and name.startswith("ps:"):
+            # A worker may still be closing its last session with this ps,
+            # which a ps run by exec answers during its interpreter's
+            # teardown: a forked one waits for the launcher to stop it.
+            signal.pause()
         os._exit(code)
 
 
