@@ -6,8 +6,8 @@ training cluster: it never connects to the ps or the workers, and training
 never waits for it. It watches the run's `--logdir`, evaluates every new
 checkpoint the chief writes on the test set, prints one line per checkpoint,
 writes `test_accuracy` and `test_loss` for TensorBoard under `<logdir>/eval/`,
-and exits once it has evaluated a checkpoint at `--train_steps` or beyond
-(the chief's final one).
+and exits once it has evaluated the chief's final checkpoint: the one at
+the global step of the `result.json` that the chief writes just before it.
 
 Waiting for a checkpoint blocks on inotify (Linux): the chief's Saver
 renames a new `checkpoint` state file into the logdir, which wakes the read.
@@ -16,7 +16,9 @@ instead; it is used only where inotify is missing.
 """
 
 import ctypes
+import json
 import os
+import time
 
 import tensorflow as tf
 
@@ -42,28 +44,42 @@ class _DirectoryWatch:
         os.read(self._fd, 65536)  # one or more events; which does not matter
 
 
-def _new_checkpoints(logdir):
-    """Yields each new latest checkpoint of `logdir`, blocking in between."""
+def _wakeups(logdir):
+    """Yields the latest checkpoint of `logdir` (or None) at once and then
+    each time a file is written into it, blocking in between; and whether
+    every write wakes it (False where inotify is missing and TensorFlow's
+    polling iterator yields new checkpoints only)."""
     os.makedirs(logdir, exist_ok=True)
     try:
         watch = _DirectoryWatch(logdir)
-    except (OSError, AttributeError):  # no inotify: TensorFlow's polling
-        yield from tf.compat.v1.train.checkpoints_iterator(logdir)
-        return
-    last = None
-    while True:
-        # The watch is set before this check, so a checkpoint that lands in
-        # between still wakes the wait below.
-        latest = tf.train.latest_checkpoint(logdir)
-        if latest and latest != last:
-            last = latest
-            yield latest
-        else:
+    except (OSError, AttributeError):
+        return tf.compat.v1.train.checkpoints_iterator(logdir), False
+
+    def latest_on_each_write():
+        while True:
+            # The watch is set before this read, so a file that lands in
+            # between still wakes the wait below.
+            yield tf.train.latest_checkpoint(logdir)
             watch.wait()
+    return latest_on_each_write(), True
+
+
+def _final_step(logdir, since):
+    """The global step in the chief's result.json, once this run's chief
+    has written it (a file from before `since` is an earlier run's)."""
+    path = os.path.join(logdir, "result.json")
+    try:
+        if os.stat(path).st_mtime < since:
+            return None
+        with open(path) as stream:
+            return int(json.load(stream)["global_step"])
+    except (OSError, ValueError, KeyError):
+        return None  # not there, or half written: its last write wakes us
 
 
 def run(args):
     """The evaluator's whole life; returns once the final checkpoint is in."""
+    since = time.time()
     dataset = data.load(args)
     graph = tf.Graph()
     with graph.as_default():
@@ -76,22 +92,31 @@ def run(args):
         writer = tf.compat.v1.summary.FileWriter(
             os.path.join(args.logdir, "eval"))
         with tf.compat.v1.Session() as session:
-            for path in _new_checkpoints(args.logdir):
-                try:
-                    saver.restore(session, path)
-                    step = int(tf.train.load_variable(path, "global_step"))
-                except (tf.errors.NotFoundError, ValueError):
-                    continue  # rotated away since it was listed: take the next
-                loss, accuracy = session.run(
-                    [classifier.loss, classifier.accuracy], feed)
-                print(f"global_step {step} test_accuracy {accuracy:.4f} "
-                      f"test_loss {loss:.4f}", flush=True)
-                writer.add_summary(tf.compat.v1.Summary(value=[
-                    tf.compat.v1.Summary.Value(tag="test_accuracy",
-                                               simple_value=accuracy),
-                    tf.compat.v1.Summary.Value(tag="test_loss",
-                                               simple_value=loss)]), step)
-                writer.flush()
-                if step >= args.train_steps:
+            wakeups, every_write = _wakeups(args.logdir)
+            last, step = None, None
+            for latest in wakeups:
+                if latest and latest != last:
+                    try:
+                        saver.restore(session, latest)
+                        step = int(tf.train.load_variable(latest, "global_step"))
+                    except (tf.errors.NotFoundError, ValueError):
+                        continue  # rotated away since it was listed: the next
+                    last = latest
+                    loss, accuracy = session.run(
+                        [classifier.loss, classifier.accuracy], feed)
+                    print(f"global_step {step} test_accuracy {accuracy:.4f} "
+                          f"test_loss {loss:.4f}", flush=True)
+                    writer.add_summary(tf.compat.v1.Summary(value=[
+                        tf.compat.v1.Summary.Value(tag="test_accuracy",
+                                                   simple_value=accuracy),
+                        tf.compat.v1.Summary.Value(tag="test_loss",
+                                                   simple_value=loss)]), step)
+                    writer.flush()
+                # The run's last global step can pass --train_steps (an
+                # asynchronous worker finishes the step it is in), so the
+                # final checkpoint is the one at result.json's step.
+                final = (_final_step(args.logdir, since) if every_write
+                         else args.train_steps)
+                if step is not None and final is not None and step >= final:
                     break
     writer.close()
