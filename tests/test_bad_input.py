@@ -25,7 +25,7 @@ from conftest import (
     error_lines,
     run,
 )
-from launch import MEMORY_PER_TASK_MIB, free_ports
+from launch import MEMORY_PER_TASK_MIB, PRELOAD, free_ports
 from test_data import fake_mnist, write_idx_fixture
 
 HOGWILD = [PYTHON, "Hogwild/hogwild.py"]
@@ -189,7 +189,10 @@ def test_through_run_sh_exit_2_and_no_process_left(folder, flags, message,
     flags = fill(flags, run_dir)
     if "--logdir" not in flags:
         flags += ["--logdir", str(run_dir / "run")]
-    result = run(["bash", f"{folder}/run.sh", *flags], timeout=180)
+    # The exec path users get: its tasks reject their flags before they load
+    # TensorFlow, where a preloading launcher would load it first.
+    result = run(["bash", f"{folder}/run.sh", *flags], timeout=180,
+                 env=env_without_tf_config(**{PRELOAD: "0"}))
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr
     lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr

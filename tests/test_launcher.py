@@ -78,8 +78,12 @@ def test_two_launches_at_once_do_not_collide(run_dir):
                             timeout=60)
     (first_code, first_output), (second_code, second_output) = outcomes.values()
     assert (first_code, second_code) == (0, 0), first_output + second_output
-    first_ports = set(re.findall(r"port=(\d+)", first_output))
-    second_ports = set(re.findall(r"port=(\d+)", second_output))
+    # The ports each launcher chose, from its own first line: a ps that the
+    # launcher stops before it has said it is ready names none of them. Each
+    # task binds its port, so a clash would have failed a task.
+    first_ports, second_ports = (
+        set(re.search(r" ports ([\d, ]+);", output)[1].split(", "))
+        for output in (first_output, second_output))
     assert len(first_ports) == len(second_ports) == 3
     assert not first_ports & second_ports
 
