@@ -37,8 +37,8 @@ def make(logdir, folder=None):
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
         raise cli.UsageError(f"--logdir {logdir}: cannot create {error.filename} "
-                         f"({error.strerror}); pass a folder you may write "
-                         f"to") from None
+                             f"({error.strerror}); pass a folder you may write "
+                             f"to") from None
     for path in {os.path.abspath(logdir), os.path.abspath(folder)}:
         _refuse_read_only(logdir, path)
 
@@ -84,10 +84,10 @@ def _nearest_existing(path):
 def _refuse_a_file(logdir, path):
     if not os.path.isdir(path):
         raise cli.UsageError(f"--logdir {logdir}: {path} is a file, not a folder; "
-                         f"pass a folder there")
+                             f"pass a folder there")
 
 
 def _refuse_read_only(logdir, path):
     if not os.access(path, os.W_OK | os.X_OK):
         raise cli.UsageError(f"--logdir {logdir}: {path} is not writable by this "
-                         f"user; pass a folder you may write to")
+                             f"user; pass a folder you may write to")
