@@ -117,20 +117,18 @@ def coordinate(args, resolver, dataset, task):
         images, labels = data.shard(
             dataset.train_images, dataset.train_labels,
             context.input_pipeline_id, context.num_input_pipelines)
-        scale = None
-        if args.dataset != "synthetic":
+        real = args.dataset != "synthetic"
+        if real:
             # The shard travels to the worker inside the pipeline's graph:
             # the real data sets' pixels go as the bytes they were read
             # from, a quarter of the floats' size, and the worker scales
             # them to the very same floats (bytes / 255).
-            images, scale = np.rint(images * 255).astype(np.uint8), 255.0
+            images = np.rint(images * 255).astype(np.uint8)
         batches = (tf.data.Dataset.from_tensor_slices((images, labels))
                    .shuffle(len(images), seed=args.seed + context.input_pipeline_id)
                    .repeat().batch(args.batch_size))
-        if scale is None:
-            return batches
-        return batches.map(lambda pixels, labels:
-                           (tf.cast(pixels, tf.float32) / scale, labels))
+        return batches.map(lambda pixels, labels: (
+            tf.cast(pixels, tf.float32) / 255.0, labels)) if real else batches
 
     # Distributed: one iterator per worker, created on the workers; a step
     # scheduled on a worker takes its next batch from that worker's own.
