@@ -36,29 +36,27 @@ the launcher dies, so no task outlives the launcher. --ps, --workers,
 --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
 With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
-task from itself (`Forked`). Its inputs, and what it works out before
+task from itself; set to a fork server's socket, that server forks them
+(launch_fork.py). Its inputs, and what it works out before
 starting a task, are in launch_options.py. Standard library only.
 """
 
 import collections
-import contextlib
+import functools
 import importlib
-import io
 import json
 import os
 import queue
 import re
-import runpy
-import select
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 
 import launch_network
 from guide import cli, logdirs
+from launch_fork import LAUNCHER, PRELOAD, Forked, Served, fork_mode
 from launch_network import die_with_parent
 
 # MEMORY_PER_TASK_MIB and free_ports: tests and benchmarks take them from
@@ -79,9 +77,6 @@ from launch_options import (
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
 EXIT_TIMEOUT = 124
-# Set to 1, the launcher loads TensorFlow once and forks every task from
-# itself (`Forked`), instead of starting a new Python for each.
-PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
 USAGE_ERROR = re.compile(r"^\S+: error: ")
@@ -109,107 +104,19 @@ def say(message):
     show(f"[launch] {message}")
 
 
-class Forked:
-    """A task forked from this launcher, which has loaded TensorFlow already
-    (LAUNCH_PRELOAD_TENSORFLOW=1): the child runs the script's argv[0] as
-    __main__, so no task pays for importing TensorFlow again. The part of
-    Popen's interface the launcher uses."""
-
-    def __init__(self, argv, env, enter, name):
-        read_end, write_end = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            run_forked(argv, env, enter, name, write_end)  # never returns
-        os.close(write_end)
-        self.stdout = open(read_end, "rb")
-        self.returncode = None
-        self._exited = os.pidfd_open(self.pid)  # readable once it has exited
-        self._lock = threading.Lock()  # the reader and teardown both wait
-
-    def poll(self):
-        with self._lock:
-            if self.returncode is None:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-            return self.returncode
-
-    def wait(self, timeout=None):
-        if self.returncode is None and \
-                not select.select([self._exited], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired(self.pid, timeout)
-        return self.poll()
-
-
-def run_forked(argv, env, enter, name, pipe):
-    """In a Forked child: sets up what a new process would start with, runs
-    the script, and exits with its exit code; never returns."""
-    code = 1
-    try:
-        os.setsid()
-        die_with_parent()
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(pipe, 1)
-        os.dup2(pipe, 2)
-        # New streams, unbuffered as PYTHONUNBUFFERED makes them: the old
-        # ones' locks may be held by a reader thread that the fork left out.
-        sys.stdin = open(0, closefd=False)
-        sys.stdout, sys.stderr = (io.TextIOWrapper(
-            open(fd, "wb", buffering=0, closefd=False), encoding="utf-8",
-            errors=errors, line_buffering=True, write_through=True)
-            for fd, errors in ((1, "strict"), (2, "backslashreplace")))
-        if enter is not None:
-            enter()
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        # Every task shares the launcher's command line: its name (in ps,
-        # /proc/<pid>/comm) says which it is.
-        launch_network.prctl(launch_network.PR_SET_NAME, name.encode()[:15])
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.environ.clear()
-        os.environ.update(env)
-        sys.argv = list(argv)
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-        runpy.run_path(argv[0], run_name="__main__")
-        code = 0
-    except SystemExit as done:
-        code = done.code
-        if code is None:
-            code = 0
-        elif not isinstance(code, int):
-            print(code, file=sys.stderr)
-            code = 1
-    except KeyboardInterrupt:
-        # As Python does: report it, then die of the SIGINT itself.
-        traceback.print_exc()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        if code == 0 and name.startswith("ps:"):
-            # A worker may still be closing its last session with this ps,
-            # which a ps run by exec answers during its interpreter's
-            # teardown: a forked one waits for the launcher to stop it.
-            signal.pause()
-        os._exit(code)
-
-
 class Task:
     """One child process, its log file and its last lines of output."""
 
-    def __init__(self, job, index, command, env, log_path, enter=None,
-                 preload=False):
+    def __init__(self, job, index, command, env, log_path, namespace=None,
+                 fork=None):
         self.name = f"{job}:{index}"
-        self.preload = preload
+        # None: a new Python; LAUNCHER: forked from this launcher; else the
+        # socket of the fork server that forks it (launch_fork.py).
+        self.fork = fork
         self.job = job
-        # `enter`, if given, runs in the child first: it moves the task into
-        # its own network namespace (--network hosts).
-        self.command, self.env, self.enter = command, env, enter
+        # `namespace`, if given, is the fd of the network namespace the task
+        # joins as it starts (--network hosts).
+        self.command, self.env, self.namespace = command, env, namespace
         self.log = open(log_path, "w", buffering=1)
         self.last_lines = collections.deque(maxlen=LAST_LINES)
         self.process = None
@@ -218,9 +125,14 @@ class Task:
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file)."""
-        enter = self.enter
-        if self.preload:
+        enter = None if self.namespace is None else \
+            functools.partial(launch_network.enter, self.namespace)
+        if self.fork == LAUNCHER:
             self.process = Forked(self.command[1:], self.env, enter, self.name)
+            return
+        if self.fork:
+            self.process = Served(self.command[1:], self.env, self.namespace,
+                                  self.name, self.fork)
             return
         self.process = subprocess.Popen(
             self.command, env=self.env, stdin=subprocess.DEVNULL,
@@ -240,9 +152,9 @@ class Task:
 
 class Launcher:
     def __init__(self, options, script, script_args, logdir, network=None,
-                 preload=False):
+                 fork=None):
         self.options, self.script, self.script_args = options, script, script_args
-        self.preload = preload
+        self.fork = fork
         self.network = network or launch_network.Network()
         self.logdir = logdir
         self.tasks = []
@@ -277,7 +189,7 @@ class Launcher:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
             self.tasks.append(Task(job, index, command, env, log_path,
-                                   self.network.enter(number), self.preload))
+                                   self.network.namespace(number), self.fork))
         for task in self.tasks:
             self.read(task)
 
@@ -413,6 +325,7 @@ def main(argv):
     logdir, full_args = logdir_of(script, script_args)
     try:
         check_tensorflow()
+        fork = fork_mode(os.environ.get(PRELOAD))
         logdirs.make(logdir, os.path.join(logdir, "logs"))
         # The same --logdir inside a namespace, where our pid is another.
         network = launch_network.choose(
@@ -424,12 +337,11 @@ def main(argv):
     if isinstance(network, int):
         return network
     script_args = full_args
-    preload = os.environ.get(PRELOAD) == "1"
-    if preload:
+    if fork == LAUNCHER:
         # Read as TensorFlow loads: set here as it is for every task.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         importlib.import_module("tensorflow")
-    launcher = Launcher(options, script, script_args, logdir, network, preload)
+    launcher = Launcher(options, script, script_args, logdir, network, fork)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)

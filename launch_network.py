@@ -209,9 +209,15 @@ class Network:
     def host(self, number):
         return "127.0.0.1"
 
+    def namespace(self, number):
+        """The fd of the network namespace task `number` joins as it starts
+        (None: the launcher's own)."""
+        return None
+
     def enter(self, number):
         """What task `number` runs before exec to join its namespace."""
-        return None
+        namespace = self.namespace(number)
+        return None if namespace is None else lambda: enter(namespace)
 
 
 class Hosts(Network):
@@ -256,9 +262,8 @@ class Hosts(Network):
     def host(self, number):
         return f"{SUBNET}.{number + 2}"
 
-    def enter(self, number):
-        namespace = self.namespaces[number]
-        return lambda: enter(namespace)
+    def namespace(self, number):
+        return self.namespaces[number]
 
 
 def enter(namespace_fd):

@@ -5,14 +5,17 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
-from launch import CHATTER, PRELOAD
+from launch import CHATTER
+from launch_fork import PRELOAD
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -37,12 +40,81 @@ def processes_mentioning(text):
     return found
 
 
+# The pid of this test process's fork server (fork_server).
+FORK_SERVER = {}
+
+
+def served_tasks():
+    """{pid: task name} of the live tasks this test process's fork server
+    forked. Tests in one process run one at a time, so they are the running
+    test's."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stream:
+                name, state, parent = re.match(r"\d+ \((.*)\) (\S) (\d+)",
+                                               stream.read()).groups()
+        except (OSError, AttributeError):
+            continue
+        if int(parent) == FORK_SERVER.get("pid") and state != "Z":
+            found[int(pid)] = name
+    return found
+
+
+def task_pid(logdir, job, index):
+    """The pid of the live task `job:index` of the run writing to `logdir`:
+    found by its command line and TF_CONFIG if it is a new Python, by its
+    name if its launcher forked it, among the fork server's children if
+    that forked it. The launcher does not print pids."""
+    name = f"{job}:{index}"
+    for pid in processes_mentioning(str(logdir)):
+        try:
+            with open(f"/proc/{pid}/comm") as stream:
+                if stream.read().strip() == name:  # forked by its launcher
+                    return pid
+            with open(f"/proc/{pid}/environ", "rb") as stream:
+                environ = dict(item.split(b"=", 1) for item in
+                               stream.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        task = json.loads(environ.get(b"TF_CONFIG", b"{}")).get("task", {})
+        if task == {"type": job, "index": index}:
+            return pid
+    for pid, served_name in served_tasks().items():
+        if served_name == name:
+            return pid
+    raise AssertionError(f"no live {name} for {logdir}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_server():
+    """One fork server per test process (launch_fork.py): it imports
+    TensorFlow once and forks the tasks of every launch, which saves each
+    launch the 3 s of CPU its launcher would spend importing it. Tests of
+    another way of starting tasks set LAUNCH_PRELOAD_TENSORFLOW themselves."""
+    folder = tempfile.mkdtemp(prefix="fork-server-")
+    path = os.path.join(folder, "socket")
+    server = Running([PYTHON, os.path.join(REPO, "launch_fork.py"), path],
+                     env=env_without_tf_config(**{PRELOAD: "0"}))
+    try:
+        server.wait_for_line(r"^ready$", 120)
+        os.environ[PRELOAD] = path
+        FORK_SERVER["pid"] = server.process.pid
+        yield path
+    finally:
+        os.environ.pop(PRELOAD, None)
+        FORK_SERVER.clear()
+        server.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     """A folder for the test's runs; fails the test if any process whose
-    command line names it is still alive afterwards (and kills it)."""
+    command line names it, or any task the fork server forked, is still
+    alive afterwards (and kills it)."""
     yield tmp_path
-    leftovers = processes_mentioning(str(tmp_path))
+    leftovers = processes_mentioning(str(tmp_path)) + list(served_tasks())
     for pid in leftovers:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -54,9 +126,10 @@ def run_dir(tmp_path):
 def env_without_tf_config(**extra):
     env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Launched tasks are forked from a launcher that has imported TensorFlow
-    # once (launch.py --help), which saves most of the suite's CPU time; set
-    # LAUNCH_PRELOAD_TENSORFLOW=0 to test the exec path users get instead.
+    # Launched tasks are forked from a process that has imported TensorFlow
+    # once (the fork server, else their launcher: launch_fork.py), which
+    # saves most of the suite's CPU time; set LAUNCH_PRELOAD_TENSORFLOW=0 to
+    # test the exec path users get instead.
     env.setdefault(PRELOAD, "1")
     env.update(extra)
     return env

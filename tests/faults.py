@@ -35,9 +35,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from test_recovery import task_pid, three_kills  # noqa: E402
+from test_recovery import three_kills  # noqa: E402
 
-from conftest import read_result  # noqa: E402
+from conftest import read_result, task_pid  # noqa: E402
 from guide import examples  # noqa: E402
 
 WHOLE_RECOVERY = ["Hogwild", "DOWNPOUR", "Synchronous-SGD"]

@@ -12,10 +12,10 @@ from conftest import (
     PYTHON,
     REPO,
     Running,
-    processes_mentioning,
     read_result,
     run,
     run_together,
+    task_pid,
 )
 from guide import examples
 from test_data import fake_mnist, write_idx_fixture
@@ -151,24 +151,6 @@ def test_run_sh_works_from_any_folder(run_dir):
                   "--help"], cwd=str(run_dir), timeout=60)
     assert result.returncode == 0, result.stderr
     assert "--workers" in result.stdout and "--train_steps" in result.stdout
-
-
-def task_pid(run_dir, job, index):
-    """PID of the launcher's task `job`:`index` for the run under run_dir."""
-    for pid in processes_mentioning(str(run_dir)):
-        try:
-            with open(f"/proc/{pid}/comm") as stream:
-                if stream.read().strip() == f"{job}:{index}":  # forked
-                    return pid
-            with open(f"/proc/{pid}/environ", "rb") as stream:
-                environ = dict(item.split(b"=", 1) for item in
-                               stream.read().split(b"\0") if b"=" in item)
-        except OSError:
-            continue
-        task = json.loads(environ.get(b"TF_CONFIG", b"{}")).get("task", {})
-        if task == {"type": job, "index": index}:
-            return pid
-    raise AssertionError(f"no {job}:{index} task found")
 
 
 def test_a_dying_worker_stops_a_synchronous_job(run_dir):

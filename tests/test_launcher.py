@@ -22,17 +22,20 @@ from launch import PRELOAD
 LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
 # For the tests that run both ways.
-BOTH_PATHS = pytest.mark.parametrize("path", ["exec", "forked"], indirect=True)
+EVERY_PATH = pytest.mark.parametrize("path", ["exec", "forked", "served"],
+                                     indirect=True)
 
 
 @pytest.fixture(autouse=True)
-def path(request, monkeypatch):
+def path(request, monkeypatch, fork_server):
     """How the launcher starts its tasks: a new Python each (exec, what users
-    get), or forked from a launcher that has imported TensorFlow once
-    (LAUNCH_PRELOAD_TENSORFLOW=1). The fake tasks need no TensorFlow, so
-    only the tests marked BOTH_PATHS pay for its import."""
+    get), forked from a launcher that has imported TensorFlow once
+    (LAUNCH_PRELOAD_TENSORFLOW=1), or forked by the fork server (set to its
+    socket). The fake tasks need no TensorFlow, so only the forked path
+    pays for its import."""
     way = getattr(request, "param", "exec")
-    monkeypatch.setenv(PRELOAD, "1" if way == "forked" else "0")
+    monkeypatch.setenv(PRELOAD, {"exec": "0", "forked": "1",
+                                 "served": fork_server}[way])
     return way
 
 
@@ -104,7 +107,7 @@ def test_a_task_rejecting_its_input_gives_exit_2(run_dir):
     assert "error: --mode bad_input was given" not in result.stdout
 
 
-@BOTH_PATHS
+@EVERY_PATH
 def test_a_killed_ps_stops_the_job(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
@@ -136,7 +139,7 @@ def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
     assert f"{word}; stopped every task" in output
 
 
-@BOTH_PATHS
+@EVERY_PATH
 def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
@@ -144,7 +147,8 @@ def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
                 for name in ("ps:0", "worker:0", "worker:1")]
         job.process.send_signal(signal.SIGKILL)
         job.process.wait(timeout=10)
-        # The kernel sends each task its parent-death signal.
+        # The kernel sends each task its parent-death signal (the fork
+        # server kills its tasks when their launcher hangs up).
         assert all(wait_until_gone(pid, timeout=10) for pid in pids)
     finally:
         job.kill()
@@ -191,7 +195,7 @@ def test_each_worker_gets_its_own_gpu_and_the_ps_none(monkeypatch):
     assert launch_options.gpu_for("ps", 0, gpus) == ""
 
 
-@BOTH_PATHS
+@EVERY_PATH
 def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(path, run_dir):
     result = run(launch(run_dir, "--max_restarts", "1", mode="fail_once"),
                  timeout=60)
@@ -246,7 +250,7 @@ if (task["type"], task["index"]) == ("worker", 1):
 """
 
 
-@BOTH_PATHS
+@EVERY_PATH
 def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
     script = run_dir / "script.py"
     script.write_text(SCRIPT)
@@ -261,8 +265,8 @@ def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
     assert f"[worker:1] argv {flags} stdin '' as __main__" in result.stdout
 
 
-def test_forked_tasks_have_their_own_session_name_stdin_and_host(run_dir):
-    os.environ[PRELOAD] = "1"  # the path fixture restores it
+@pytest.mark.parametrize("path", ["forked", "served"], indirect=True)
+def test_forked_tasks_have_their_own_session_name_stdin_and_host(path, run_dir):
     hosts = launch_network.namespaces_unavailable() is None
     job = Running(launch(run_dir, *(["--network", "hosts"] if hosts else []),
                          mode="hang"))
@@ -275,6 +279,10 @@ def test_forked_tasks_have_their_own_session_name_stdin_and_host(run_dir):
                 assert stream.read().strip() == name
             assert os.getsid(pid) == pid
             assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+            assert os.readlink(f"/proc/{pid}/cwd") == REPO  # the launcher's
+            if hosts:  # in the job's user namespace, not this machine's
+                assert os.stat(f"/proc/{pid}/ns/user").st_ino != \
+                    os.stat("/proc/self/ns/user").st_ino
             # The pipe to the launcher, and none of the launcher's others.
             links = [os.readlink(f"/proc/{pid}/fd/{fd}")
                      for fd in os.listdir(f"/proc/{pid}/fd")]

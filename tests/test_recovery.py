@@ -1,7 +1,6 @@
 """Recovery: with --max_restarts, a killed worker, chief or ps is started
 again and the run completes, resuming where it can."""
 
-import json
 import os
 import pathlib
 import re
@@ -12,37 +11,9 @@ import types
 
 import pytest
 
-from conftest import PYTHON, REPO, Running, read_result
+from conftest import PYTHON, REPO, Running, read_result, task_pid
 
 LAUNCH = os.path.join(REPO, "launch.py")
-
-
-def task_pid(logdir, job, index):
-    """The pid of the live task `job:index` of the run writing to `logdir`,
-    found by its TF_CONFIG, or by its name if the launcher forked it
-    (LAUNCH_PRELOAD_TENSORFLOW); the launcher does not print pids."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as stream:
-                if str(logdir).encode() not in stream.read():
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as stream:
-                environ = dict(item.split(b"=", 1) for item in
-                               stream.read().split(b"\0") if b"=" in item)
-            with open(f"/proc/{pid}/stat") as stream:
-                name, state = re.match(r"\d+ \((.*)\) (\S)", stream.read()).groups()
-        except OSError:
-            continue
-        if name == f"{job}:{index}" and state != "Z":
-            return int(pid)
-        if b"TF_CONFIG" not in environ:
-            continue
-        task = json.loads(environ[b"TF_CONFIG"])["task"]
-        if (task["type"], task["index"]) == (job, index):
-            return int(pid)
-    raise AssertionError(f"no live {job}:{index} for {logdir}")
 
 
 class Run(Running):
