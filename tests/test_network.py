@@ -2,7 +2,6 @@
 machine, `hosts` runs examples on separate addresses, and without user
 namespaces the launcher warns and runs on the host's network."""
 
-import json
 import os
 import re
 import select
@@ -12,7 +11,15 @@ import socket
 import pytest
 
 import launch_network
-from conftest import PYTHON, REPO, Running, env_without_tf_config, run
+from conftest import (
+    PYTHON,
+    REPO,
+    Running,
+    env_without_tf_config,
+    run,
+    served_tasks,
+)
+from launch_fork import PRELOAD
 
 LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
@@ -22,11 +29,10 @@ pytestmark = pytest.mark.skipif(
     reason="this system does not allow user namespaces")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def each_task_a_new_python(monkeypatch):
-    """The exec path: tasks found by their command line and TF_CONFIG, which
-    tasks forked by a preloading launcher do not have of their own."""
-    monkeypatch.setenv("LAUNCH_PRELOAD_TENSORFLOW", "0")
+    """The exec path users get, its tasks found by their command line."""
+    monkeypatch.setenv(PRELOAD, "0")
 
 
 def namespace_of(pid):
@@ -60,15 +66,16 @@ def listening_ports(pid):
     return ports
 
 
-def own_addresses():
-    """This machine's IPv4 addresses in our network namespace, from the
+def own_addresses(pid="self"):
+    """The IPv4 addresses of process `pid`'s network namespace, from the
     kernel's table of local routes: no traffic needed to learn them."""
-    with open("/proc/net/fib_trie") as stream:
+    with open(f"/proc/{pid}/net/fib_trie") as stream:
         lines = stream.read().splitlines()
     return {previous.split()[-1] for previous, line in zip(lines, lines[1:])
             if "/32 host LOCAL" in line}
 
 
+@pytest.mark.usefixtures("each_task_a_new_python")
 def test_a_default_job_cannot_be_reached_from_this_machine(run_dir):
     logdir = run_dir / "run"
     job = Running([PYTHON, LAUNCH, "--", FAKE, "--mode", "hang",
@@ -99,33 +106,34 @@ def test_a_default_job_cannot_be_reached_from_this_machine(run_dir):
 
 @pytest.mark.parametrize("example", ["Hogwild", "Synchronous-SGD"])
 def test_an_example_runs_with_each_task_on_its_own_host(example, run_dir):
-    logdir = run_dir / "run"
+    """Each task sits at its own address, in a namespace of its own, and the
+    job still trains: its tasks reach each other only through the bridge.
+    (Forked by the fork server, the tasks are found as its children.)"""
     job = Running(["bash", os.path.join(REPO, example, "run.sh"),
                    "--network", "hosts", "--train_steps", "100",
-                   "--log_every", "5", "--logdir", str(logdir)])
+                   "--log_every", "5", "--logdir", str(run_dir / "run")])
     try:
         job.wait_for_line(r"on 10\.10\.0\.2-4 \(one namespace each\)", 60)
         # All three started before any printed, and none ends before the
         # chief is done.
         job.wait_for_line(r"\[worker:0\] global_step", 180)
-        tasks = tasks_of(logdir, ".py")
+        tasks = served_tasks()
         namespaces = {namespace_of(pid) for pid in tasks}
-        with open(f"/proc/{tasks[0]}/environ", "rb") as stream:
-            tf_config = json.loads(dict(
-                entry.split(b"=", 1) for entry in stream.read().split(b"\0")
-                if b"=" in entry)[b"TF_CONFIG"])
+        addresses = {name: own_addresses(pid) - {"127.0.0.1"}
+                     for pid, name in tasks.items()}
         code, output = job.finish(timeout=240)
     finally:
         job.kill()
     assert code == 0, output
     assert len(tasks) == 3 and len(namespaces) == 3
     assert namespace_of("self") not in namespaces
-    hosts = [address.rsplit(":", 1)[0] for addresses in
-             tf_config["cluster"].values() for address in addresses]
-    assert sorted(hosts) == ["10.10.0.2", "10.10.0.3", "10.10.0.4"]
+    # In the order of TF_CONFIG's cluster: ps, then the workers.
+    assert addresses == {"ps:0": {"10.10.0.2"}, "worker:0": {"10.10.0.3"},
+                         "worker:1": {"10.10.0.4"}}
     assert re.search(r"\[worker:0\] RESULT algorithm=", output)
 
 
+@pytest.mark.usefixtures("each_task_a_new_python")
 def test_without_user_namespaces_the_job_runs_on_the_host_and_says_so(run_dir):
     env = env_without_tf_config(LAUNCH_UNSHARE="false")
     command = [PYTHON, LAUNCH, "--", FAKE, "--logdir", str(run_dir / "run")]
@@ -143,6 +151,7 @@ def test_without_user_namespaces_the_job_runs_on_the_host_and_says_so(run_dir):
                             "namespaces")
 
 
+@pytest.mark.usefixtures("each_task_a_new_python")
 def test_sigkill_to_the_launcher_ends_every_task_on_its_own_host(run_dir):
     logdir = run_dir / "run"
     job = Running([PYTHON, LAUNCH, "--network", "hosts", "--", FAKE, "--mode",
