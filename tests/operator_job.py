@@ -10,10 +10,14 @@ of its own (as `launch.py --network hosts` makes them).
 FLAGs are added to every pod's command. Prints each pod's TF_CONFIG before
 it starts, and exits 0 once every pod has exited 0, else 1 after killing
 the rest. Must run in a network namespace of its own: it makes a bridge.
+With LAUNCH_PRELOAD_TENSORFLOW set to a fork server's socket (as the test
+suite sets it), that server forks each pod's script instead of a new
+Python running it.
 """
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -25,6 +29,7 @@ import yaml  # noqa: E402
 
 import launch_network  # noqa: E402
 from launch import die_with_parent  # noqa: E402
+from launch_fork import LAUNCHER, PRELOAD, Served, fork_mode  # noqa: E402
 
 KNOWN_TYPES = ("Chief", "Evaluator", "Master", "PS", "Worker")
 
@@ -57,6 +62,9 @@ def main(manifest_path, logdir, extra):
     with open(manifest_path) as stream:
         manifest = yaml.safe_load(stream)
     configs = operator_tf_configs(manifest)
+    server = fork_mode(os.environ.get(PRELOAD))
+    if server == LAUNCHER:
+        server = None  # there is no launcher to fork from: a new Python each
     network = launch_network.Hosts(len(configs))
     launch_network.interface_up("lo")
     pods = list(configs)
@@ -78,24 +86,30 @@ def main(manifest_path, logdir, extra):
         if command[0] == "python":
             command[0] = sys.executable
         workdir = os.path.join(REPO, os.path.relpath(container["workingDir"], "/app"))
-        enter = network.enter(number)
+        env = dict(os.environ, TF_CONFIG=tf_config, PYTHONUNBUFFERED="1")
         with open(os.path.join(logdir, f"{pod}.log"), "w") as log:
+            if server:
+                processes[pod] = Served(command[1:], env,
+                                        network.namespace(number), pod[-15:],
+                                        server, cwd=workdir, output=log.fileno())
+                continue
+            enter = network.enter(number)
             processes[pod] = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(os.environ, TF_CONFIG=tf_config, PYTHONUNBUFFERED="1"),
+                stderr=subprocess.STDOUT, env=env,
                 preexec_fn=lambda enter=enter: (enter(), die_with_parent()))
-    running = {process.pid: pod for pod, process in processes.items()}
+    # Readable once its pod has exited.
+    running = {(process if server else os.pidfd_open(process.pid)): pod
+               for pod, process in processes.items()}
     while running:
-        pid, status = os.wait()
-        if pid not in running:
-            continue
-        code = os.waitstatus_to_exitcode(status)
-        print(f"{running.pop(pid)} exited {code}", flush=True)
-        if code != 0:
-            for other in running:
-                os.kill(other, signal.SIGKILL)
-            return 1
+        for handle in select.select(list(running), [], [])[0]:
+            pod = running.pop(handle)
+            code = processes[pod].wait()
+            print(f"{pod} exited {code}", flush=True)
+            if code != 0:
+                for other in running.values():
+                    os.kill(processes[other].pid, signal.SIGKILL)
+                return 1
     return 0
 
 
