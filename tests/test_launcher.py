@@ -107,6 +107,19 @@ def test_a_task_rejecting_its_input_gives_exit_2(run_dir):
     assert "error: --mode bad_input was given" not in result.stdout
 
 
+@pytest.mark.parametrize("value", ["yes", "/no/such/socket"])
+def test_a_preload_that_is_not_0_1_or_a_fork_server_is_refused(value, run_dir,
+                                                               monkeypatch):
+    monkeypatch.setenv(PRELOAD, value)
+    result = run(launch(run_dir), timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"launch.py: error: {PRELOAD} is {value!r}, which is neither 0, 1 nor "
+        f"the socket of a running fork server; unset it, or start one with "
+        f"`python launch_fork.py SOCKET`"]
+    assert not (run_dir / "run").exists()
+
+
 @EVERY_PATH
 def test_a_killed_ps_stops_the_job(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
