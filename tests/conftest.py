@@ -1,6 +1,7 @@
 """Helpers for tests that start processes: every one has a timeout, and no
 process a test started may outlive it."""
 
+import contextlib
 import json
 import os
 import re
@@ -108,13 +109,36 @@ def fork_server():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def served_tasks_after(timeout):
+    """The fork server's tasks still alive `timeout` seconds from now, or
+    none once all have exited. The server kills a task as soon as it sees
+    the task's launcher (or kernel client) gone, which takes it a moment
+    after the launcher was killed."""
+    deadline = time.monotonic() + timeout
+    exited = {}
+    for pid in served_tasks():
+        with contextlib.suppress(ProcessLookupError):
+            exited[os.pidfd_open(pid)] = pid  # readable once it has exited
+    try:
+        while exited and time.monotonic() < deadline:
+            for handle in select.select(list(exited), [], [],
+                                        deadline - time.monotonic())[0]:
+                del exited[handle]
+                os.close(handle)
+        return list(exited.values())
+    finally:
+        for handle in exited:
+            os.close(handle)
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     """A folder for the test's runs; fails the test if any process whose
     command line names it, or any task the fork server forked, is still
     alive afterwards (and kills it)."""
     yield tmp_path
-    leftovers = processes_mentioning(str(tmp_path)) + list(served_tasks())
+    leftovers = processes_mentioning(str(tmp_path))
+    leftovers += served_tasks_after(0 if leftovers else 5)
     for pid in leftovers:
         try:
             os.kill(pid, signal.SIGKILL)

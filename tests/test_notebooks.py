@@ -5,10 +5,13 @@ executing it is the test: any cell error fails it. Every kernel gets its own
 free ports through TUTORIAL_PORT, and keeps its connection file and its
 temporary files inside the test's run_dir, whose check then fails the test if
 a kernel is left running; a notebook that leaves temporary files fails too.
+The kernels are Python 3 kernels forked by the fork server, which has
+imported TensorFlow once (served_kernel.py).
 """
 
 import asyncio
 import glob
+import json
 import os
 import random
 import re
@@ -19,16 +22,17 @@ import pytest
 from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 
-from conftest import REPO, env_without_tf_config
+from conftest import PYTHON, REPO, env_without_tf_config
 
 TUTORIAL = os.path.join(REPO, "Basics-Tutorial")
 SINGLE = ["Servers", "Parameter-Server", "Local-then-Global-Variables",
           "Sessions-and-Hooks"]
 MULTIPLE_WORKERS = ["Parameter-Server", "Local-then-Global-Variables-Worker1",
                     "Local-then-Global-Variables-Worker2"]
-# Importing TensorFlow takes most of a notebook's time: about 6 s alone, and
-# up to about 20 s when three kernels import it at once on two cores.
+# Importing TensorFlow took most of a notebook's time in a kernel of its own:
+# about 6 s alone, up to about 20 s when three kernels import it at once.
 CELL_TIMEOUT = 120
+KERNEL = "python3-forked"
 
 
 def notebook_path(name, folder=TUTORIAL):
@@ -81,6 +85,14 @@ def kernel_dir(run_dir, monkeypatch):
     runtime_dir.mkdir()
     (run_dir / "tmp").mkdir()
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime_dir))
+    # The kernel spec of a Python 3 kernel forked by the fork server.
+    spec_dir = run_dir / "jupyter" / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [PYTHON, os.path.join(REPO, "tests", "served_kernel.py"),
+                 "-f", "{connection_file}"],
+        "display_name": "Python 3 (forked)", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(run_dir / "jupyter"))
     return run_dir
 
 
@@ -94,7 +106,7 @@ def execute_together(paths, kernel_dir):
                                 TMPDIR=str(temp_dir))
 
     async def execute_all():
-        managers = [AsyncKernelManager(kernel_name="python3", connection_file=str(
+        managers = [AsyncKernelManager(kernel_name=KERNEL, connection_file=str(
             kernel_dir / "jupyter-runtime" / f"kernel-{index}.json"))
             for index in range(len(paths))]
         clients = [
