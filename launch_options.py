@@ -36,8 +36,10 @@ With the default, 0, the first failure stops the whole job.
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
-Python that imports it again: the same job, for a fraction of the CPU time
-(the test suite sets it)."""
+Python that imports it again: the same job, for a fraction of the CPU time.
+Set to the socket of a fork server (`python launch_fork.py SOCKET`, which
+has imported TensorFlow once), that server forks the tasks of every launch:
+the test suite runs one per test process."""
 
 
 class LaunchError(Exception):

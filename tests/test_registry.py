@@ -67,3 +67,18 @@ def test_the_table_loads_without_tensorflow():
                  timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(len(examples.EXAMPLES)), "False"]
+
+
+def test_no_python_file_is_over_450_lines():
+    """Each module does one job that a reader can hold in mind."""
+    long_files = {}
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as stream:
+                    lines = sum(1 for _ in stream)
+                if lines > 450:
+                    long_files[os.path.relpath(path, REPO)] = lines
+    assert not long_files
