@@ -13,7 +13,6 @@ By hand, one shell per task, with TF_CONFIG (see README.md): the cluster has
 "task" entry.
 """
 
-import gc
 import os
 import sys
 import time
@@ -82,9 +81,10 @@ def main():
     # Distributed: the coordinator trains, evaluates and reports in a
     # function of its own, so that what it left on the workers (datasets,
     # functions, remote values) is released when the function returns;
-    # collected while the workers are still up, then they are let go.
+    # collected, and the coordinator's threads ended, while the workers are
+    # still up; then they are let go.
     coordinate(args, resolver, dataset, task)
-    gc.collect()
+    cluster.release_coordinator()
     cluster.tell_servers_done(task.cluster)
 
 

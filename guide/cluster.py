@@ -33,8 +33,11 @@ The synchronous examples' pieces around `SyncReplicasOptimizer` are in
 """
 
 import contextlib
+import gc
 import os
 import sys
+import threading
+import time
 
 import tensorflow as tf
 
@@ -300,6 +303,26 @@ def serve_until_coordinator_done(server, job, index):
     _run_in_own_graph(server, None, lambda: shared_queue(
         f"coordinator_done_{job}_{index}", 1, job, index).dequeue())
     cli.exit_with_teardown()  # the coordinator may still be closing sessions
+
+
+# The threads of TensorFlow's ClusterCoordinator: one per worker, and its
+# failure handler's.
+COORDINATOR_THREADS = ("WorkerClosureProcessingLoop-", "WorkerPreemptionHandler")
+
+
+def release_coordinator(timeout=30):
+    """Coordinator, once its ClusterCoordinator is out of scope: collects it,
+    which stops its threads, and waits (up to `timeout` seconds) for them to
+    end. A thread still running holds the last step it ran, and so remote
+    values on a worker; released after the workers were told to exit, each
+    would be a call to a worker that has gone, whose error handling in the
+    exiting coordinator can crash it (SIGSEGV)."""
+    gc.collect()
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread.name.startswith(COORDINATOR_THREADS):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    gc.collect()
 
 
 def tell_servers_done(cluster):
