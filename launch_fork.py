@@ -292,10 +292,14 @@ class Server:
         pipe, user_fd, net_fd = fds
         pid = os.fork()
         if pid == 0:
-            os.chdir(request["cwd"])
-            run_forked(request["argv"], request["env"],
-                       lambda: join_namespaces(user_fd, net_fd),
-                       request["name"], pipe)  # never returns
+            # Inside run_forked's handling, so that no error can leave this
+            # child running the server's loop.
+            def enter():
+                os.chdir(request["cwd"])
+                join_namespaces(user_fd, net_fd)
+
+            run_forked(request["argv"], request["env"], enter, request["name"],
+                       pipe)  # never returns
         for fd in fds:
             os.close(fd)
         self.children[os.pidfd_open(pid)] = [pid, connection]
