@@ -203,6 +203,9 @@ class Served:
         self.stdout = None if read_end is None else open(read_end, "rb")
         self._replies = b""
         self.pid = int(self._reply(None))
+        if self.pid <= 0:  # what a hang-up reads as
+            raise ConnectionError(f"the fork server at {server} hung up "
+                                  f"before it forked {name}")
         self.returncode = None
         self._lock = threading.Lock()  # the reader and teardown both wait
 
