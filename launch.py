@@ -42,7 +42,6 @@ starting a task, are in launch_options.py. Standard library only.
 """
 
 import collections
-import functools
 import importlib
 import json
 import os
@@ -125,8 +124,7 @@ class Task:
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file)."""
-        enter = None if self.namespace is None else \
-            functools.partial(launch_network.enter, self.namespace)
+        enter = launch_network.entering(self.namespace)
         if self.fork == LAUNCHER:
             self.process = Forked(self.command[1:], self.env, enter, self.name)
             return

@@ -46,14 +46,11 @@ PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 LAUNCHER = "launcher"
 # A request's length travels first, as 8 bytes.
 LENGTH = struct.Struct("!Q")
-# Namespace types that setns(2) is asked to join, in this order: a network
-# namespace belongs to a user namespace, which has to be joined first.
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 
 
 def fork_mode(value):
     """What LAUNCH_PRELOAD_TENSORFLOW=`value` asks for: None (a new Python
-    per task), LAUNCHER, or the socket of a fork server; ValueError with
+    per task), LAUNCHER, or the socket of a fork server; LaunchError with
     the fix if it is none of them."""
     if value in (None, "", "0"):
         return None
@@ -158,15 +155,13 @@ def run_forked(argv, env, enter, name, pipe):
 
 def join_namespaces(user_fd, net_fd):
     """In a forked child: moves into the launcher's user namespace and the
-    task's network namespace, unless it is in them already."""
-    for fd, kind, flag in ((user_fd, "user", CLONE_NEWUSER),
-                           (net_fd, "net", CLONE_NEWNET)):
-        if os.readlink(f"/proc/self/fd/{fd}") == \
+    task's network namespace, unless it is in them already. In this order:
+    a network namespace belongs to a user namespace, joined first."""
+    for fd, kind, flag in ((user_fd, "user", launch_network.CLONE_NEWUSER),
+                           (net_fd, "net", launch_network.CLONE_NEWNET)):
+        if os.readlink(f"/proc/self/fd/{fd}") != \
                 os.readlink(f"/proc/self/ns/{kind}"):
-            continue
-        if launch_network.libc.setns(fd, flag) != 0:
-            raise OSError(launch_network.ctypes.get_errno(),
-                          f"setns into the job's {kind} namespace")
+            launch_network.enter(fd, flag)
 
 
 class Served:

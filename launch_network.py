@@ -44,7 +44,7 @@ FORWARD_GRACE_S = 15.0
 SUBNET = "10.10.0"
 BRIDGE = "br0"
 
-CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
@@ -216,8 +216,7 @@ class Network:
 
     def enter(self, number):
         """What task `number` runs before exec to join its namespace."""
-        namespace = self.namespace(number)
-        return None if namespace is None else lambda: enter(namespace)
+        return entering(self.namespace(number))
 
 
 class Hosts(Network):
@@ -266,9 +265,16 @@ class Hosts(Network):
         return self.namespaces[number]
 
 
-def enter(namespace_fd):
-    if libc.setns(namespace_fd, CLONE_NEWNET) != 0:
+def enter(namespace_fd, kind=CLONE_NEWNET):
+    """Moves this thread into the namespace `namespace_fd` of type `kind`."""
+    if libc.setns(namespace_fd, kind) != 0:
         raise NetworkError(f"setns: {os.strerror(ctypes.get_errno())}")
+
+
+def entering(namespace_fd):
+    """What a new task runs first to join the network namespace
+    `namespace_fd`; None for none (it stays in its parent's)."""
+    return None if namespace_fd is None else lambda: enter(namespace_fd)
 
 
 def ioctl(request, argument):
