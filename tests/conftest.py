@@ -1,7 +1,6 @@
 """Helpers for tests that start processes: every one has a timeout, and no
 process a test started may outlive it."""
 
-import contextlib
 import json
 import os
 import re
@@ -109,26 +108,26 @@ def fork_server():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def wait_until_gone(pid, timeout):
+    """Blocks until process `pid` (not our child) exits; False on timeout."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([handle], [], [], timeout)[0])
+    finally:
+        os.close(handle)
+
+
 def served_tasks_after(timeout):
     """The fork server's tasks still alive `timeout` seconds from now, or
     none once all have exited. The server kills a task as soon as it sees
     the task's launcher (or kernel client) gone, which takes it a moment
     after the launcher was killed."""
     deadline = time.monotonic() + timeout
-    exited = {}
-    for pid in served_tasks():
-        with contextlib.suppress(ProcessLookupError):
-            exited[os.pidfd_open(pid)] = pid  # readable once it has exited
-    try:
-        while exited and time.monotonic() < deadline:
-            for handle in select.select(list(exited), [], [],
-                                        deadline - time.monotonic())[0]:
-                del exited[handle]
-                os.close(handle)
-        return list(exited.values())
-    finally:
-        for handle in exited:
-            os.close(handle)
+    return [pid for pid in served_tasks() if not wait_until_gone(
+        pid, max(0.0, deadline - time.monotonic()))]
 
 
 @pytest.fixture

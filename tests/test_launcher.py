@@ -2,7 +2,6 @@
 
 import os
 import re
-import select
 import signal
 
 import pytest
@@ -16,12 +15,13 @@ from conftest import (
     processes_mentioning,
     run,
     run_together,
+    wait_until_gone,
 )
 from launch import PRELOAD
 
 LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
-# For the tests that run both ways.
+# For the tests that run each way of starting a task.
 EVERY_PATH = pytest.mark.parametrize("path", ["exec", "forked", "served"],
                                      indirect=True)
 
@@ -166,18 +166,6 @@ def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
     finally:
         job.kill()
     assert not processes_mentioning(str(run_dir))
-
-
-def wait_until_gone(pid, timeout):
-    """Blocks until process `pid` (not our child) exits; False on timeout."""
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([handle], [], [], timeout)[0])
-    finally:
-        os.close(handle)
 
 
 def test_timeout_stops_the_job(run_dir):
