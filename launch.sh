@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs launch.py with the right Python: $PYTHON if set, else the virtual
-# environment you activated, else the repository's .venv (made by `make
-# venv`), else python3 from PATH.
+# Runs the launcher (`python -m launcher`, the package launcher/) with the
+# right Python: $PYTHON if set, else the virtual environment you activated,
+# else the repository's .venv (made by `make venv`), else python3 from PATH.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ -n "${PYTHON:-}" ]]; then
@@ -18,4 +18,7 @@ if [[ "${1:-}" == "--print-python" ]]; then
     echo "$python"
     exit 0
 fi
-exec "$python" "$repo/launch.py" "$@"
+# The repository on the module path, so that the launcher is found from any
+# folder: relative paths in the flags are taken from the one you are in.
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+exec "$python" -m launcher "$@"

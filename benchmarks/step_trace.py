@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from guide import model  # noqa: E402
-from launch import free_ports  # noqa: E402
+from launcher.options import free_ports  # noqa: E402
 
 WINDOW = 8
 TRACED_STEPS = 3

@@ -1,6 +1,6 @@
 """The evaluator task: tests each new checkpoint of the chief as it appears.
 
-A TFJob's Evaluator replica (and `launch.py --evaluator`) runs one more copy
+A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
 of the example with TF_CONFIG task type "evaluator". It is no part of the
 training cluster: it never connects to the ps or the workers, and training
 never waits for it. It watches the run's `--logdir`, evaluates every new

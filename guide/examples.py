@@ -39,7 +39,7 @@ class Example:
     kind: str
     # `RESULT algorithm=` and result.json's "algorithm".
     algorithm: str
-    # What run.sh asks launch.py for: ps tasks (0: no cluster, one process),
+    # What run.sh asks the launcher for: ps tasks (0: no cluster, one process),
     # worker tasks (result.json's "workers"), a coordinator task (TensorFlow
     # 2's ParameterServerStrategy), a GPU per worker.
     ps: int = 1
@@ -67,7 +67,7 @@ class Example:
 
     @property
     def cluster(self):
-        """Whether it runs as ps and worker tasks through launch.py, and so
+        """Whether it runs as ps and worker tasks through the launcher, and so
         takes --ps and --workers."""
         return self.ps > 0
 

@@ -85,7 +85,7 @@ def manifest(example, image=IMAGE):
         },
     }
     if not chief:
-        # Done once every worker is, as with launch.py, not once worker 0 is.
+        # Done once every worker is, as with the launcher, not once worker 0 is.
         document["spec"]["successPolicy"] = "AllWorkers"
     return document
 

@@ -14,11 +14,14 @@ import time
 
 import pytest
 
-from launch import CHATTER
-from launch_fork import PRELOAD
+from launcher.forking import PRELOAD
+from launcher.job import CHATTER
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
+# What launch.sh runs, from the repository's top (where `run` and `Running`
+# start a command unless told otherwise).
+LAUNCHER = [PYTHON, "-m", "launcher"]
 
 
 def processes_mentioning(text):
@@ -88,13 +91,13 @@ def task_pid(logdir, job, index):
 
 @pytest.fixture(scope="session", autouse=True)
 def fork_server():
-    """One fork server per test process (launch_fork.py): it imports
+    """One fork server per test process (fork_server.py): it imports
     TensorFlow once and forks the tasks of every launch, which saves each
     launch the 3 s of CPU its launcher would spend importing it. Tests of
     another way of starting tasks set LAUNCH_PRELOAD_TENSORFLOW themselves."""
     folder = tempfile.mkdtemp(prefix="fork-server-")
     path = os.path.join(folder, "socket")
-    server = Running([PYTHON, os.path.join(REPO, "launch_fork.py"), path],
+    server = Running([PYTHON, os.path.join(REPO, "tests", "fork_server.py"), path],
                      env=env_without_tf_config(**{PRELOAD: "0"}))
     try:
         server.wait_for_line(r"^ready$", 120)
@@ -150,7 +153,7 @@ def env_without_tf_config(**extra):
     env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Launched tasks are forked from a process that has imported TensorFlow
-    # once (the fork server, else their launcher: launch_fork.py), which
+    # once (the fork server, else their launcher: launcher/forking.py), which
     # saves most of the suite's CPU time; set LAUNCH_PRELOAD_TENSORFLOW=0 to
     # test the exec path users get instead.
     env.setdefault(PRELOAD, "1")

@@ -2,7 +2,7 @@
 Kubeflow operator would run them: the container's command in its working
 directory, with exactly the TF_CONFIG the operator gives each pod, except
 that each pod's host name is replaced by the address of a network namespace
-of its own (as `launch.py --network hosts` makes them).
+of its own (as `launch.sh --network hosts` makes them).
 
     unshare --user --map-root-user --net python operator_job.py MANIFEST \\
         LOGDIR [FLAG...]
@@ -27,9 +27,9 @@ sys.path.insert(0, REPO)
 
 import yaml  # noqa: E402
 
-import launch_network  # noqa: E402
-from launch import die_with_parent  # noqa: E402
-from launch_fork import LAUNCHER, PRELOAD, Served, fork_mode  # noqa: E402
+from launcher import network  # noqa: E402
+from launcher.forking import LAUNCHER, PRELOAD, Served, fork_mode  # noqa: E402
+from launcher.network import die_with_parent  # noqa: E402
 
 KNOWN_TYPES = ("Chief", "Evaluator", "Master", "PS", "Worker")
 
@@ -65,8 +65,8 @@ def main(manifest_path, logdir, extra):
     server = fork_mode(os.environ.get(PRELOAD))
     if server == LAUNCHER:
         server = None  # there is no launcher to fork from: a new Python each
-    network = launch_network.Hosts(len(configs))
-    launch_network.interface_up("lo")
+    hosts = network.Hosts(len(configs))
+    network.interface_up("lo")
     pods = list(configs)
     os.makedirs(logdir, exist_ok=True)
     processes = {}
@@ -74,7 +74,7 @@ def main(manifest_path, logdir, extra):
         tf_config = configs[pod]
         for other_number, other in enumerate(pods):
             tf_config = tf_config.replace(f"{other}.default.svc",
-                                          network.host(other_number))
+                                          hosts.host(other_number))
         print(f"{pod} TF_CONFIG={tf_config}", flush=True)
         kind = pod.rsplit("-", 2)[1]
         spec = next(spec for name, spec in manifest["spec"]["tfReplicaSpecs"].items()
@@ -90,10 +90,10 @@ def main(manifest_path, logdir, extra):
         with open(os.path.join(logdir, f"{pod}.log"), "w") as log:
             if server:
                 processes[pod] = Served(command[1:], env,
-                                        network.namespace(number), pod[-15:],
+                                        hosts.namespace(number), pod[-15:],
                                         server, cwd=workdir, output=log.fileno())
                 continue
-            enter = network.enter(number)
+            enter = hosts.enter(number)
             processes[pod] = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env,

@@ -1,4 +1,4 @@
-"""A Jupyter kernel forked by the test process's fork server (launch_fork.py),
+"""A Jupyter kernel forked by the test process's fork server (fork_server.py),
 which has imported TensorFlow already: a notebook's `import tensorflow` then
 costs nothing. The kernel spec that the notebook tests use runs
 
@@ -16,7 +16,7 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from launch_fork import PRELOAD, Served  # noqa: E402
+from launcher.forking import PRELOAD, Served  # noqa: E402
 
 
 def main(args):

@@ -16,8 +16,8 @@ import tempfile
 
 import pytest
 
-import launch
 from conftest import (
+    LAUNCHER,
     PYTHON,
     REPO,
     Running,
@@ -25,7 +25,13 @@ from conftest import (
     error_lines,
     run,
 )
-from launch import MEMORY_PER_TASK_MIB, PRELOAD, free_ports
+from launcher.forking import PRELOAD
+from launcher.options import (
+    MEMORY_PER_TASK_MIB,
+    LaunchError,
+    free_ports,
+    parse_command_line,
+)
 from test_data import fake_mnist, write_idx_fixture
 
 HOGWILD = [PYTHON, "Hogwild/hogwild.py"]
@@ -36,7 +42,7 @@ PSS_CLUSTER = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
 EXAMPLES = sorted(glob.glob("*/*.py", root_dir=REPO) + ["Non-Distributed_Setup.py"])
 EXAMPLES = [path for path in EXAMPLES
             if path.split("/")[0] not in ("benchmarks", "guide", "kubernetes",
-                                           "tests")]
+                                           "launcher", "tests")]
 
 
 def tf_config(cluster, task_type, index):
@@ -256,7 +262,7 @@ def as_another_user(command):
     return command
 
 
-@pytest.mark.parametrize("launched", [False, True], ids=["direct", "launch.py"])
+@pytest.mark.parametrize("launched", [False, True], ids=["direct", "launcher"])
 def test_a_logdir_that_is_not_writable(launched, run_dir):
     # Somewhere every user can reach, unlike pytest's folders.
     base = tempfile.mkdtemp(prefix="read-only-logdir-")
@@ -269,7 +275,7 @@ def test_a_logdir_that_is_not_writable(launched, run_dir):
         flags = ["--logdir", str(read_only), "--data_dir", str(run_dir)]
         # What Hogwild/run.sh runs; bash may not be able to start our Python
         # as another user, if it lives in a home folder.
-        command = ([PYTHON, "launch.py", "--", "Hogwild/hogwild.py", *flags]
+        command = ([*LAUNCHER, "--", "Hogwild/hogwild.py", *flags]
                    if launched else HOGWILD + HOSTS + ["--job_name=ps", *flags])
         # Each task a new Python: the fork server's socket is ours alone.
         result = run(as_another_user(command), timeout=120,
@@ -283,15 +289,15 @@ def test_a_logdir_that_is_not_writable(launched, run_dir):
 
 
 def test_launcher_help_is_help():
-    result = run([PYTHON, "launch.py", "--help"], timeout=30)
+    result = run([*LAUNCHER, "--help"], timeout=30)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: launch.py")
+    assert result.stdout.startswith("usage: launch.sh")
     assert "--ignore_memory_check" in result.stdout and result.stderr == ""
 
 
 def test_timeout_inf_means_no_limit(run_dir):
     fake = os.path.join(REPO, "tests", "fake_task.py")
-    result = run([PYTHON, "launch.py", "--timeout", "inf", "--", fake,
+    result = run([*LAUNCHER, "--timeout", "inf", "--", fake,
                   "--logdir", str(run_dir / "run")], timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 2 worker(s) finished" in result.stdout
@@ -342,8 +348,8 @@ def test_ctrl_c_ends_a_task_that_waits_inside_tensorflow(run_dir):
 def test_ignore_memory_check_lets_a_big_job_through():
     fake = os.path.join(REPO, "tests", "fake_task.py")
     workers = str(more_workers_than_fit())
-    with pytest.raises(launch.LaunchError, match="--ignore_memory_check"):
-        launch.parse_command_line(["--workers", workers, "--", fake])
-    options, _, _, _ = launch.parse_command_line(
+    with pytest.raises(LaunchError, match="--ignore_memory_check"):
+        parse_command_line(["--workers", workers, "--", fake])
+    options, _, _, _ = parse_command_line(
         ["--", fake, "--workers", workers, "--ignore_memory_check"])
     assert options.workers == int(workers) and options.ignore_memory_check

@@ -4,7 +4,7 @@ done, and both the host flags and TF_CONFIG work."""
 import json
 
 from conftest import PYTHON, Running, env_without_tf_config, read_result
-from launch import free_ports
+from launcher.options import free_ports
 
 SCRIPT = "Distributed-Setup/distributed_setup.py"
 

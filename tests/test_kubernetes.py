@@ -13,8 +13,8 @@ import pytest
 import yaml
 from operator_job import operator_tf_configs
 
-import launch_network
 from conftest import PYTHON, REPO, run
+from launcher import network
 
 KUBERNETES = os.path.join(REPO, "kubernetes")
 CRD = os.path.join(REPO, "..", "shared", "k8s", "kubeflow.org_tfjobs.yaml")
@@ -132,9 +132,9 @@ def test_the_operator_tf_config_is_the_documented_one():
 
 
 def test_hogwild_runs_with_the_tf_config_of_its_manifest(run_dir):
-    if launch_network.namespaces_unavailable():
+    if network.namespaces_unavailable():
         pytest.skip("this system does not allow user namespaces")
-    result = run(launch_network.namespace_command() + [
+    result = run(network.namespace_command() + [
         PYTHON, os.path.join(REPO, "tests", "operator_job.py"),
         os.path.join(KUBERNETES, "hogwild.yaml"), str(run_dir / "pods"),
         "--train_steps", "20", "--logdir", str(run_dir / "run")], timeout=240)

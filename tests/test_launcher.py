@@ -6,10 +6,8 @@ import signal
 
 import pytest
 
-import launch_network
-import launch_options
 from conftest import (
-    PYTHON,
+    LAUNCHER,
     REPO,
     Running,
     processes_mentioning,
@@ -17,9 +15,10 @@ from conftest import (
     run_together,
     wait_until_gone,
 )
-from launch import PRELOAD
+from launcher import network
+from launcher.forking import PRELOAD
+from launcher.options import gpu_for, visible_gpus
 
-LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
 # For the tests that run each way of starting a task.
 EVERY_PATH = pytest.mark.parametrize("path", ["exec", "forked", "served"],
@@ -40,7 +39,7 @@ def path(request, monkeypatch, fork_server):
 
 
 def launch(run_dir, *options, mode="ok"):
-    return [PYTHON, LAUNCH, *options, "--", FAKE, "--mode", mode,
+    return [*LAUNCHER, *options, "--", FAKE, "--mode", mode,
             "--logdir", str(run_dir / "run")]
 
 
@@ -114,9 +113,9 @@ def test_a_preload_that_is_not_0_1_or_a_fork_server_is_refused(value, run_dir,
     result = run(launch(run_dir), timeout=60)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"launch.py: error: {PRELOAD} is {value!r}, which is neither 0, 1 nor "
+        f"launch.sh: error: {PRELOAD} is {value!r}, which is neither 0, 1 nor "
         f"the socket of a running fork server; unset it, or start one with "
-        f"`python launch_fork.py SOCKET`"]
+        f"`python tests/fork_server.py SOCKET`"]
     assert not (run_dir / "run").exists()
 
 
@@ -142,7 +141,7 @@ def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
         job.wait_for_line(r"\[worker:1\] ready", 30)
         # The launcher, its copy inside the job's network namespace (where
         # the system allows one), and 3 tasks.
-        private = launch_network.namespaces_unavailable() is None
+        private = network.namespaces_unavailable() is None
         assert len(processes_mentioning(str(run_dir))) == 4 + private
         job.process.send_signal(sent)
         exit_code, output = job.finish(timeout=30)
@@ -189,11 +188,11 @@ def test_bad_launcher_options_give_exit_2(run_dir):
 
 def test_each_worker_gets_its_own_gpu_and_the_ps_none(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    gpus = launch_options.visible_gpus()
+    gpus = visible_gpus()
     assert gpus == ["3", "5"]
-    assert [launch_options.gpu_for("worker", index, gpus) for index in range(3)] \
+    assert [gpu_for("worker", index, gpus) for index in range(3)] \
         == ["3", "5", ""]  # a worker beyond the GPUs runs on the CPU
-    assert launch_options.gpu_for("ps", 0, gpus) == ""
+    assert gpu_for("ps", 0, gpus) == ""
 
 
 @EVERY_PATH
@@ -236,7 +235,7 @@ def test_an_evaluator_is_in_tf_config_and_the_job_waits_for_it(run_dir):
 
 
 def test_help_explains_restarts():
-    result = run([PYTHON, LAUNCH, "--help"], timeout=30)
+    result = run([*LAUNCHER, "--help"], timeout=30)
     assert result.returncode == 0
     for words in ("--max_restarts", "restartPolicy: OnFailure", "--max-restarts"):
         assert words in result.stdout
@@ -255,7 +254,7 @@ if (task["type"], task["index"]) == ("worker", 1):
 def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
     script = run_dir / "script.py"
     script.write_text(SCRIPT)
-    result = run([PYTHON, LAUNCH, "--", str(script), "--flag",
+    result = run([*LAUNCHER, "--", str(script), "--flag",
                   "--logdir", str(run_dir / "run")], timeout=60)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "worker:1 exited with code 1; stopped every other task" in result.stdout
@@ -268,7 +267,7 @@ def test_a_task_is_a_script_run_as_main_and_a_traceback_fails_it(path, run_dir):
 
 @pytest.mark.parametrize("path", ["forked", "served"], indirect=True)
 def test_forked_tasks_have_their_own_session_name_stdin_and_host(path, run_dir):
-    hosts = launch_network.namespaces_unavailable() is None
+    hosts = network.namespaces_unavailable() is None
     job = Running(launch(run_dir, *(["--network", "hosts"] if hosts else []),
                          mode="hang"))
     try:

@@ -10,22 +10,21 @@ import socket
 
 import pytest
 
-import launch_network
 from conftest import (
-    PYTHON,
+    LAUNCHER,
     REPO,
     Running,
     env_without_tf_config,
     run,
     served_tasks,
 )
-from launch_fork import PRELOAD
+from launcher import network
+from launcher.forking import PRELOAD
 
-LAUNCH = os.path.join(REPO, "launch.py")
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
 
 pytestmark = pytest.mark.skipif(
-    launch_network.namespaces_unavailable() is not None,
+    network.namespaces_unavailable() is not None,
     reason="this system does not allow user namespaces")
 
 
@@ -49,7 +48,7 @@ def tasks_of(logdir, script):
         except OSError:
             continue
         if str(logdir) in argv and script in " ".join(argv) and \
-                not any(arg.endswith("launch.py") for arg in argv):
+                "launcher" not in argv:
             found.append(int(pid))
     return found
 
@@ -78,7 +77,7 @@ def own_addresses(pid="self"):
 @pytest.mark.usefixtures("each_task_a_new_python")
 def test_a_default_job_cannot_be_reached_from_this_machine(run_dir):
     logdir = run_dir / "run"
-    job = Running([PYTHON, LAUNCH, "--", FAKE, "--mode", "hang",
+    job = Running([*LAUNCHER, "--", FAKE, "--mode", "hang",
                    "--logdir", str(logdir)])
     try:
         ports = [int(port) for port in job.wait_for_line(
@@ -136,25 +135,25 @@ def test_an_example_runs_with_each_task_on_its_own_host(example, run_dir):
 @pytest.mark.usefixtures("each_task_a_new_python")
 def test_without_user_namespaces_the_job_runs_on_the_host_and_says_so(run_dir):
     env = env_without_tf_config(LAUNCH_UNSHARE="false")
-    command = [PYTHON, LAUNCH, "--", FAKE, "--logdir", str(run_dir / "run")]
+    command = [*LAUNCHER, "--", FAKE, "--logdir", str(run_dir / "run")]
     result = run(command, timeout=60, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     (warning,) = result.stderr.splitlines()
-    assert warning.startswith("launch.py: warning: no private network")
+    assert warning.startswith("launch.sh: warning: no private network")
     assert "listen on every interface" in warning
     assert "127.0.0.1 ports" in result.stdout
     assert "[worker:1] worker 1 done" in result.stdout
     result = run(command + ["--network", "hosts"], timeout=60, env=env)
     assert result.returncode == 2
     (error,) = result.stderr.splitlines()
-    assert error.startswith("launch.py: error: --network hosts needs user "
+    assert error.startswith("launch.sh: error: --network hosts needs user "
                             "namespaces")
 
 
 @pytest.mark.usefixtures("each_task_a_new_python")
 def test_sigkill_to_the_launcher_ends_every_task_on_its_own_host(run_dir):
     logdir = run_dir / "run"
-    job = Running([PYTHON, LAUNCH, "--network", "hosts", "--", FAKE, "--mode",
+    job = Running([*LAUNCHER, "--network", "hosts", "--", FAKE, "--mode",
                    "hang", "--logdir", str(logdir)])
     try:
         for name in ("ps:0", "worker:0", "worker:1"):

@@ -11,9 +11,7 @@ import types
 
 import pytest
 
-from conftest import PYTHON, REPO, Running, read_result, task_pid
-
-LAUNCH = os.path.join(REPO, "launch.py")
+from conftest import LAUNCHER, REPO, Running, read_result, task_pid
 
 
 class Run(Running):
@@ -81,7 +79,7 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
     however busy the machine is. A synchronous job waits by itself.
     """
     logdir = pathlib.Path(logdir)
-    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "400",
+    run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "400",
                *launcher_flags, "--", script, "--train_steps", str(train_steps),
                "--log_every", "10",
                "--save_checkpoint_steps", str(checkpoint_steps),
@@ -186,7 +184,7 @@ def test_sagn_survives_a_killed_worker_and_chief(run_dir):
     chief (and with it the thread that applies the updates), killed mid-run
     and restarted rejoin the round they left, and the run completes."""
     logdir = run_dir / "run"
-    run = Run([PYTHON, LAUNCH, "--max_restarts", "3", "--timeout", "300", "--",
+    run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "300", "--",
                os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "40",
                "--log_every", "1", "--logdir", str(logdir)])
     try:

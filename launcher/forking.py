@@ -1,28 +1,23 @@
-#!/usr/bin/env python3
 """Tasks forked from a Python that has imported TensorFlow already, so that
 no task pays for importing it again (about 3 s of CPU each). Only for
-speed, mostly the test suite's: by default launch.py starts every task as a
-new Python, as a user's cluster would.
+speed, mostly the test suite's: by default the launcher starts every task as
+a new Python, as a user's cluster would.
 
 - LAUNCH_PRELOAD_TENSORFLOW=1: the launcher imports TensorFlow once and forks
   each task of its job from itself (`Forked`).
-- LAUNCH_PRELOAD_TENSORFLOW=SOCKET: a fork server, started as
-
-      python launch_fork.py SOCKET
-
-  has imported TensorFlow once and forks the tasks of every launch that asks
-  it (`Served`), so not even the launcher imports it. The test suite runs
-  one per test process (tests/conftest.py).
+- LAUNCH_PRELOAD_TENSORFLOW=SOCKET: a fork server (tests/fork_server.py),
+  which has imported TensorFlow once, forks the tasks of every launch that
+  asks it (`Served`, the launcher's side of that conversation), so not even
+  the launcher imports it. The test suite runs one per test process.
 - 0 or unset: every task is a new Python.
 
-Either way a task starts as launch.py would start a new process: in a
+Either way a task starts as the launcher would start a new process: in a
 session of its own, stdin from /dev/null, stdout and stderr into the
 launcher's pipe, in the job's network namespace, killed if whoever forked it
 dies, and its script run as __main__. Standard library only.
 """
 
 import contextlib
-import importlib
 import io
 import json
 import os
@@ -37,9 +32,9 @@ import sys
 import threading
 import traceback
 
-import launch_network
-from launch_network import die_with_parent
-from launch_options import LaunchError
+from . import network
+from .network import die_with_parent
+from .options import LaunchError
 
 PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 # fork_mode()'s answer for tasks forked from the launcher itself.
@@ -60,7 +55,7 @@ def fork_mode(value):
         return value
     raise LaunchError(f"{PRELOAD} is {value!r}, which is neither 0, 1 nor the "
                      f"socket of a running fork server; unset it, or start "
-                     f"one with `python launch_fork.py SOCKET`")
+                     f"one with `python tests/fork_server.py SOCKET`")
 
 
 class Forked:
@@ -117,7 +112,7 @@ def run_forked(argv, env, enter, name, pipe):
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         # Every task shares the launcher's command line: its name (in ps,
         # /proc/<pid>/comm) says which it is.
-        launch_network.prctl(launch_network.PR_SET_NAME, name.encode()[:15])
+        network.prctl(network.PR_SET_NAME, name.encode()[:15])
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
@@ -151,17 +146,6 @@ def run_forked(argv, env, enter, name, pipe):
             # teardown: a forked one waits for the launcher to stop it.
             signal.pause()
         os._exit(code)
-
-
-def join_namespaces(user_fd, net_fd):
-    """In a forked child: moves into the launcher's user namespace and the
-    task's network namespace, unless it is in them already. In this order:
-    a network namespace belongs to a user namespace, joined first."""
-    for fd, kind, flag in ((user_fd, "user", launch_network.CLONE_NEWUSER),
-                           (net_fd, "net", launch_network.CLONE_NEWNET)):
-        if os.readlink(f"/proc/self/fd/{fd}") != \
-                os.readlink(f"/proc/self/ns/{kind}"):
-            launch_network.enter(fd, flag)
 
 
 class Served:
@@ -237,103 +221,3 @@ class Served:
                 select.select([self._connection], [], [], timeout)[0]):
             raise subprocess.TimeoutExpired(self.pid, timeout)
         return self.poll()
-
-
-def receive_request(connection):
-    """A Served task's request: (its fields, [pipe, user ns, net ns fds])."""
-    data, fds, _, _ = socket.recv_fds(connection, 65536, 3)
-    if len(data) < LENGTH.size or len(fds) != 3:
-        for fd in fds:
-            os.close(fd)
-        return None, []
-    (length,), data = LENGTH.unpack(data[:LENGTH.size]), data[LENGTH.size:]
-    while len(data) < length:
-        chunk = connection.recv(length - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return json.loads(data), fds
-
-
-class Server:
-    """Forks the tasks that launchers ask for and tells each launcher when
-    its task exits; kills a task whose launcher has gone. One thread: a
-    select() over the listening socket, every launcher's connection and a
-    pidfd per task."""
-
-    def __init__(self, path):
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(64)
-        # pidfd -> [pid, the launcher's connection or None once it has gone]
-        self.children = {}
-
-    def serve_forever(self):
-        while True:
-            waiting = [self.listener, *self.children] + [
-                connection for _, connection in self.children.values()
-                if connection is not None]
-            for ready in select.select(waiting, [], [])[0]:
-                if ready is self.listener:
-                    self.accept()
-                elif ready in self.children:
-                    self.reap(ready)
-                else:
-                    self.launcher_gone(ready)
-
-    def accept(self):
-        connection, _ = self.listener.accept()
-        request, fds = receive_request(connection)
-        if request is None:
-            connection.close()
-            return
-        pipe, user_fd, net_fd = fds
-        pid = os.fork()
-        if pid == 0:
-            # Inside run_forked's handling, so that no error can leave this
-            # child running the server's loop.
-            def enter():
-                os.chdir(request["cwd"])
-                join_namespaces(user_fd, net_fd)
-
-            run_forked(request["argv"], request["env"], enter, request["name"],
-                       pipe)  # never returns
-        for fd in fds:
-            os.close(fd)
-        self.children[os.pidfd_open(pid)] = [pid, connection]
-        with contextlib.suppress(OSError):
-            connection.sendall(f"{pid}\n".encode())
-
-    def reap(self, pidfd):
-        pid, connection = self.children.pop(pidfd)
-        os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
-        if connection is not None:
-            with contextlib.suppress(OSError):
-                connection.sendall(
-                    f"{os.waitstatus_to_exitcode(status)}\n".encode())
-            connection.close()
-
-    def launcher_gone(self, connection):
-        """A launcher's connection is readable: it has nothing to say, so it
-        has closed, and its task dies as with its launcher."""
-        for entry in self.children.values():
-            if entry[1] is connection:
-                launch_network.kill_group(entry[0])
-                entry[1] = None
-        connection.close()
-
-
-def serve(path):
-    """Imports TensorFlow, says `ready` on stdout, and forks tasks until it
-    is killed (every task it forked dies with it)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    importlib.import_module("tensorflow")
-    die_with_parent()
-    server = Server(path)
-    print("ready", flush=True)
-    server.serve_forever()
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1])

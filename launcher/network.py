@@ -1,7 +1,7 @@
 """The launcher's --network modes: where a job's tasks listen, and who can
 reach them.
 
-- private (the default): launch.py runs itself again inside a user and a
+- private (the default): the launcher runs itself again inside a user and a
   network namespace of its own (util-linux `unshare`), so the tasks listen
   only there and no process outside the job can connect to them. The
   launcher inside dies with the one outside (and the tasks with it), and
@@ -31,6 +31,8 @@ import struct
 import subprocess
 import sys
 import threading
+
+from . import PROG
 
 MODES = ("private", "hosts", "host")
 # Set by the outer launcher for the one it starts inside the namespace.
@@ -88,7 +90,7 @@ def namespaces_unavailable():
 
 
 def host_warning(reason):
-    return (f"launch.py: warning: no private network for this job ({reason}), "
+    return (f"{PROG}: warning: no private network for this job ({reason}), "
             f"so its tasks listen on every interface and anyone who can reach "
             f"this machine can read and change their variables; allow "
             f"unprivileged user namespaces (sysctl kernel.unprivileged_userns_"
@@ -118,16 +120,19 @@ def choose(mode, task_count, argv):
 
 
 def run_inside(mode, argv):
-    """Runs launch.py with `argv` inside a new namespace; returns its exit
+    """Runs the launcher with `argv` inside a new namespace; returns its exit
     code. Ctrl-C and SIGTERM are passed on to it; if it has not stopped
     FORWARD_GRACE_S later, it is killed, and its tasks with it."""
-    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "launch.py")
+    # The folder that holds this package, so that `-m launcher` finds it
+    # from any working folder (which the tasks' relative paths need kept).
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(filter(None, [top, os.environ.get("PYTHONPATH")]))
     # In a session of its own, so that Ctrl-C reaches it once, from us.
     inner = subprocess.Popen(
-        namespace_command() + [sys.executable, launcher, *argv],
-        env=dict(os.environ, **{INSIDE: mode, PARENT: f"{os.getpid()} "
-                                f"{own_user_namespace()}"}),
+        namespace_command() + [sys.executable, "-m", "launcher", *argv],
+        env=dict(os.environ, PYTHONPATH=path,
+                 **{INSIDE: mode, PARENT: f"{os.getpid()} "
+                    f"{own_user_namespace()}"}),
         start_new_session=True, preexec_fn=die_with_parent)
     killer = threading.Timer(FORWARD_GRACE_S, kill_group, args=(inner.pid,))
     killer.daemon = True

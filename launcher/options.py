@@ -1,6 +1,6 @@
 """The launcher's inputs, and what it works out before starting a task:
 its command line, the memory check, the --logdir it uses, free ports and
-GPUs. Nothing here starts or stops a process: that is launch.py's alone.
+GPUs. Nothing here starts or stops a process: that is job.py's alone.
 Standard library only.
 """
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-import launch_network
+from . import PROG, network
 
 # What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
 # training on the synthetic data, measured at 775 MiB resident (VmHWM).
@@ -37,9 +37,9 @@ With the default, 0, the first failure stops the whole job.
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
 Python that imports it again: the same job, for a fraction of the CPU time.
-Set to the socket of a fork server (`python launch_fork.py SOCKET`, which
-has imported TensorFlow once), that server forks the tasks of every launch:
-the test suite runs one per test process."""
+Set to the socket of a fork server (`python tests/fork_server.py SOCKET`,
+which has imported TensorFlow once), that server forks the tasks of every
+launch: the test suite runs one per test process."""
 
 
 class LaunchError(Exception):
@@ -49,7 +49,7 @@ class LaunchError(Exception):
 def parse_command_line(argv):
     """Splits argv into launcher options, the script and the script's flags."""
     parser = argparse.ArgumentParser(
-        prog="launch.py", allow_abbrev=False, add_help=False,
+        prog=PROG, allow_abbrev=False, add_help=False,
         description="Run an example as a local cluster.",
         epilog=RESTARTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ps", type=int, default=1,
@@ -84,8 +84,8 @@ def parse_command_line(argv):
         parser.print_help()
         sys.exit(0)
     if "--" not in argv:
-        raise LaunchError("usage: launch.py [--ps N] [--workers N] "
-                          "[--timeout S] -- SCRIPT [FLAGS...]")
+        raise LaunchError(f"usage: {PROG} [--ps N] [--workers N] "
+                          f"[--timeout S] -- SCRIPT [FLAGS...]")
     split = argv.index("--")
     options, unknown = parser.parse_known_args(argv[:split])
     if unknown:
@@ -157,11 +157,11 @@ def check_memory(tasks):
 
 def add_network_option(parser):
     parser.add_argument(
-        "--network", choices=launch_network.MODES, default="private",
+        "--network", choices=network.MODES, default="private",
         help="private (default): the job in a network namespace of its own, "
              "unreachable from outside; hosts: also each task in its own, "
              "with its own address, as on separate machines; host: on "
-             "127.0.0.1, where every interface listens (see MULTI-HOST.md)")
+             "127.0.0.1, where every interface listens (see docs/multi-host.md)")
 
 
 def logdir_of(script, script_args):

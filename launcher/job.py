@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
 """Runs one example as a whole cluster on this machine, and cleans up after it.
 
-    python launch.py [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
+    bash launch.sh [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
         [--max_restarts 0] [--timeout 600] [--ignore_memory_check] \
         -- SCRIPT [FLAGS...]
 
-Every example's run.sh is one call to this program. It
+(launch.sh picks the Python and runs `python -m launcher`.) Every example's
+run.sh is one call to this program. It
 
 - starts P parameter-server and W worker processes of SCRIPT on 127.0.0.1
   (and, with --coordinator, one coordinator, "chief" in TF_CONFIG; with
@@ -28,7 +28,7 @@ Every example's run.sh is one call to this program. It
 By default the whole job runs in a network namespace of its own, so no
 process outside it can connect to the tasks; --network hosts gives each
 task its own namespace and address, --network host runs them on this
-machine's network (launch_network.py, MULTI-HOST.md).
+machine's network (network.py, docs/multi-host.md).
 
 Each task runs in its own process group, and asks the kernel to kill it if
 the launcher dies, so no task outlives the launcher. --ps, --workers,
@@ -37,8 +37,8 @@ the launcher dies, so no task outlives the launcher. --ps, --workers,
 --workers 4` reaches here); every other flag goes to SCRIPT.
 With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
 task from itself; set to a fork server's socket, that server forks them
-(launch_fork.py). Its inputs, and what it works out before
-starting a task, are in launch_options.py. Standard library only.
+(forking.py). Its inputs, and what it works out before starting a task,
+are in options.py. Standard library only.
 """
 
 import collections
@@ -53,18 +53,14 @@ import sys
 import threading
 import time
 
-import launch_network
 from guide import cli, logdirs
-from launch_fork import LAUNCHER, PRELOAD, Forked, Served, fork_mode
-from launch_network import die_with_parent
 
-# MEMORY_PER_TASK_MIB and free_ports: tests and benchmarks take them from
-# launch, the program they run.
-from launch_options import (
-    MEMORY_PER_TASK_MIB,  # noqa: F401
+from . import PROG, network
+from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
+from .network import die_with_parent
+from .options import (
     LaunchError,
     check_tensorflow,
-    free_ports,  # noqa: F401
     gpu_for,
     layout,
     logdir_of,
@@ -110,7 +106,7 @@ class Task:
                  fork=None):
         self.name = f"{job}:{index}"
         # None: a new Python; LAUNCHER: forked from this launcher; else the
-        # socket of the fork server that forks it (launch_fork.py).
+        # socket of the fork server that forks it (forking.py).
         self.fork = fork
         self.job = job
         # `namespace`, if given, is the fd of the network namespace the task
@@ -124,7 +120,7 @@ class Task:
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file)."""
-        enter = launch_network.entering(self.namespace)
+        enter = network.entering(self.namespace)
         if self.fork == LAUNCHER:
             self.process = Forked(self.command[1:], self.env, enter, self.name)
             return
@@ -149,11 +145,11 @@ class Task:
 
 
 class Launcher:
-    def __init__(self, options, script, script_args, logdir, network=None,
+    def __init__(self, options, script, script_args, logdir, job_network=None,
                  fork=None):
         self.options, self.script, self.script_args = options, script, script_args
         self.fork = fork
-        self.network = network or launch_network.Network()
+        self.network = job_network or network.Network()
         self.logdir = logdir
         self.tasks = []
         self.events = queue.Queue()
@@ -313,7 +309,7 @@ def main(argv):
     try:
         options, parser, script, script_args = parse_command_line(argv)
     except LaunchError as error:
-        print(f"launch.py: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     if "-h" in script_args or "--help" in script_args:
         parser.print_help()
@@ -326,20 +322,20 @@ def main(argv):
         fork = fork_mode(os.environ.get(PRELOAD))
         logdirs.make(logdir, os.path.join(logdir, "logs"))
         # The same --logdir inside a namespace, where our pid is another.
-        network = launch_network.choose(
+        job_network = network.choose(
             options.network, task_count(options),
             argv + full_args[len(script_args):])
-    except (LaunchError, cli.UsageError, launch_network.NetworkError) as error:
-        print(f"launch.py: error: {error}", file=sys.stderr)
+    except (LaunchError, cli.UsageError, network.NetworkError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
-    if isinstance(network, int):
-        return network
+    if isinstance(job_network, int):
+        return job_network
     script_args = full_args
     if fork == LAUNCHER:
         # Read as TensorFlow loads: set here as it is for every task.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         importlib.import_module("tensorflow")
-    launcher = Launcher(options, script, script_args, logdir, network, fork)
+    launcher = Launcher(options, script, script_args, logdir, job_network, fork)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -354,7 +350,3 @@ def main(argv):
         say(f"{'interrupted' if interrupted else 'terminated'}; stopped "
             f"every task")
         return 130 if interrupted else 143
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
