@@ -3,8 +3,8 @@
 
     python kubernetes/generate.py [--image IMAGE] [--out DIR]
 
-Each manifest runs the example's script in the image the top-level
-Dockerfile builds, with the replicas its run.sh starts. The operator gives
+Each manifest runs the example's script in the image kubernetes/Dockerfile
+builds, with the replicas its run.sh starts. The operator gives
 every pod TF_CONFIG, which the examples read. Edit the table in
 guide/examples.py (or the rules below), not the YAML, then run this again;
 tests/test_kubernetes.py checks the two agree.
@@ -35,7 +35,7 @@ LOGDIR = "/logdir"
 #   the tf.compat.v1 examples (Parameter-Server-Strategy has none);
 # - the replicas' restartPolicy: OnFailure, since every example carries on
 #   after a task is restarted (checkpoints, handshakes that survive
-#   restarts: see the top README's "Failures, restarts and the evaluator");
+#   restarts: see docs/recovery.md);
 # - nvidia.com/gpu 1 per worker where run.sh gives each worker a GPU.
 
 

@@ -20,12 +20,13 @@ EXAMPLE_FOLDERS = sorted(examples.BY_FOLDER)
 
 def readme_tags(folder):
     """The tags a README's TensorBoard section lists, one bullet each:
-    "- `tag`: ..." or "- `tag`, `other_tag`: ...". `folder` None is the
-    top README (Non-Distributed_Setup.py's)."""
-    path = os.path.join(REPO, folder or "", "README.md")
+    "- `tag`: ..." or "- `tag`, `other_tag`: ...". `folder` None is
+    Non-Distributed_Setup.py's, in docs/results.md."""
+    path = (os.path.join(REPO, folder, "README.md") if folder else
+            os.path.join(REPO, "docs", "results.md"))
     with open(path) as stream:
         text = stream.read()
-    section = re.search(r"^#+ TensorBoard\n(.*?)(?=^#)", text, re.M | re.S)
+    section = re.search(r"^#+ TensorBoard\n(.*?)(?=^#|\Z)", text, re.M | re.S)
     assert section, f"{path} has no TensorBoard section"
     tags = []
     for line in section.group(1).splitlines():
@@ -55,7 +56,8 @@ def check_tensorboard_tags(logdir, folder, workers):
         expected |= ({tag.replace("<i>", str(index)) for index in range(workers)}
                      if "<i>" in tag else {tag})
     missing = expected - event_tags(logdir)
-    assert not missing, f"{folder or 'README.md'} lists tags not written: {missing}"
+    assert not missing, \
+        f"{folder or 'docs/results.md'} lists tags not written: {missing}"
 
 
 @pytest.mark.parametrize("folder", EXAMPLE_FOLDERS + [None])

@@ -3,8 +3,8 @@
 Trains DOWNPOUR and Synchronous-SGD briefly, starts `guide/board.py` on
 their runs, opens the scalars in headless Chromium, finds every tag the two
 READMEs list and both runs, and saves the chart of the loss and the test
-accuracy of the two schemes, overlaid, to docs/tensorboard.png (the top
-README shows it).
+accuracy of the two schemes, overlaid, to docs/tensorboard.png (which
+docs/results.md shows).
 
 Needs Debian's chromium and chromium-driver, and Selenium, which
 `make ui-test` installs into .venv/ui-packages (tests/ui/requirements.txt).
