@@ -248,7 +248,7 @@ def main(argv=None):
             "command": shlex.join(["python", "benchmarks/real_data.py",
                                    *(sys.argv[1:] if argv is None else argv)]),
             "hardware": machine.hardware(), "software": machine.software(),
-            "data_dir": data_dir}
+            "data_dir": runner.shown_path(data_dir)}
     with open(os.path.join(args.results, "runs.json"), "w") as stream:
         json.dump({"meta": meta, "runs": records}, stream, indent=1)
         stream.write("\n")

@@ -59,9 +59,28 @@ def measures(scheme, logdir):
 
 
 def shown_command(command):
-    """`command` as one shell line, with this Python shown as `python`."""
-    return shlex.join("python" if part == sys.executable else part
-                      for part in command)
+    """`command` as one shell line, with this Python shown as `python` and
+    its paths as `shown_path` shows them."""
+    words = ("python" if part == sys.executable else shown_path(part)
+             for part in command)
+    # A leading ~/ unquoted, so that a shell still expands it.
+    return " ".join("~/" + shlex.quote(word[2:]) if word.startswith("~/")
+                    else shlex.quote(word) for word in words)
+
+
+def shown_path(path):
+    """`path` as the results show it: relative to the repository's top
+    (where every command runs) if it is near it, under `~` if it is in the
+    home folder, so that no result names the folders of the machine it
+    ran on."""
+    if not path or not os.path.isabs(path):
+        return path
+    if path.startswith(os.path.dirname(REPO) + os.sep):
+        return os.path.relpath(path, REPO)
+    home = os.path.expanduser("~")
+    if path.startswith(home + os.sep):
+        return os.path.join("~", os.path.relpath(path, home))
+    return path
 
 
 def execute(command, timeout, log_path):

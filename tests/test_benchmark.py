@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import plan  # noqa: E402
 import real_data  # noqa: E402
+import runner  # noqa: E402
 import summarise  # noqa: E402
 import write  # noqa: E402
 
@@ -204,6 +205,23 @@ def test_real_data_evaluates_every_30000_examples(name, every):
     assert flag(command, "--eval_every") == str(every)
     assert flag(command, "--dataset") == "mnist"
     assert flag(command, "--data_dir") == "/data"
+
+
+def test_recorded_commands_name_no_folder_of_this_machine(monkeypatch):
+    """The results are committed: a path beside the repository shows
+    relative to its top, where the command runs; one in the home folder
+    under ~, left unquoted so that a shell still expands it."""
+    monkeypatch.setenv("HOME", "/nowhere/home")
+    logdir = os.path.join(REPO, "benchmarks", "results", "runs", "Hogwild")
+    data = os.path.join(os.path.dirname(REPO), "data", "mnist")
+    command = real_data.command_for(plan.BY_NAME["Hogwild"], data, logdir)
+    shown = runner.shown_command(command)
+    assert "--logdir benchmarks/results/runs/Hogwild" in shown
+    assert "--data_dir ../data/mnist" in shown
+    assert REPO not in shown
+    assert runner.shown_command(["ls", "/nowhere/home/my data"]) == \
+        "ls ~/'my data'"
+    assert runner.shown_path("/etc/mnist") == "/etc/mnist"
 
 
 def test_real_data_finds_mnist_in_the_keras_cache_only_if_there(tmp_path,
