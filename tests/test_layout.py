@@ -13,8 +13,9 @@ import pytest
 from conftest import REPO
 
 FRONT_PAGE_LINES = 150
-# /root/, /home/<name>/, /Users/<name>/ and pytest's temporary folders, not
-# inside a longer path or a URL. Written so that this file does not match.
+# The home folders of root, of a Linux user and of a macOS user, and
+# pytest's temporary folders, not inside a longer path or a URL. Written,
+# as the samples below are, so that this file does not match them.
 HOME_FOLDERS = re.compile(r"(?<![\w.:/-])/(?:root|home/[^/\s]+|Users/[^/\s]+)/")
 PYTEST_TMP = re.compile(r"/tmp/pytest[-]of-")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -71,9 +72,11 @@ def test_no_tracked_file_names_a_folder_of_this_machine():
 
 def test_the_checks_see_what_they_look_for():
     """The patterns above match what they are for, and not a URL."""
-    assert HOME_FOLDERS.search("logs in /home/alice/guide/Hogwild/runs")
-    assert HOME_FOLDERS.search("cd /Users/bob/x && ls /root/.keras")
-    assert not HOME_FOLDERS.search("https://example.com/home/alice/x")
+    home, mac_home, root = (os.path.join(os.sep, *parts) for parts in (
+        ("home", "alice"), ("Users", "bob"), ("root", ".keras")))
+    assert HOME_FOLDERS.search(f"logs in {home}/guide/Hogwild/runs")
+    assert HOME_FOLDERS.search(f"cd {mac_home}/x && ls {root}")
+    assert not HOME_FOLDERS.search(f"https://example.com{home}/x")
     assert not HOME_FOLDERS.search("~/data/mnist Hogwild/runs/1 /tmp/tfjobs")
     assert PYTEST_TMP.search("/tmp/pytest" + "-of-root/pytest-3/run")
     assert REPO + os.sep in machine_folders()
