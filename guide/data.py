@@ -255,7 +255,19 @@ def _checked(train_images, train_labels, test_images, test_labels):
         if array.ndim != 3 or array.shape[1:] != (28, 28):
             raise UsageError(f"{source} holds images of shape {array.shape}, "
                              f"not 28x28; use the original files")
-        return array.reshape(len(array), IMAGE_SIZE).astype(np.float32) / 255.0
+        # uint8 is 0-255 by construction; any other numbers are checked.
+        if array.dtype != np.uint8 and array.size:
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise UsageError(f"{source} has pixel values that are not "
+                                 f"numbers (NaN or infinite); use the "
+                                 f"original files")
+            if not 0 <= array.min() <= array.max() <= 255:
+                raise UsageError(f"{source} has pixel values outside 0-255 "
+                                 f"(from {array.min()} to {array.max()}); use "
+                                 f"the original files")
+        scaled = array.reshape(len(array), IMAGE_SIZE).astype(np.float32)
+        scaled /= np.float32(255)  # in place: one float copy, not two
+        return scaled
 
     def labels(array, source, count):
         if array.ndim != 1 or len(array) != count:
