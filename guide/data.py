@@ -10,7 +10,9 @@ in this order: in `--data_dir` (the four IDX `.gz` files, or the `.npz` that
 Keras keeps for MNIST); else in the Keras cache (`~/.keras/datasets/`, where
 Keras's own loaders keep them); else downloaded by Keras's own loader, which
 fills that cache and shows its progress. Files that are damaged are refused
-with one line that names the file.
+with one line that names the file. So are hostile ones: every size a file
+claims is checked against MNIST's (at most 70,000 28x28 images) and against
+the file before memory is allocated, and nothing is inflated past its claim.
 
 `--validation` holds out the last 5,000 training images and evaluates on
 them instead of the test set: hyper-parameters are chosen that way.
@@ -18,6 +20,7 @@ them instead of the test set: hyper-parameters are chosen that way.
 
 import dataclasses
 import gzip
+import math
 import os
 import zipfile
 import zlib
@@ -44,9 +47,23 @@ KERAS_CACHE_ENTRY = {"mnist": MNIST_NPZ, "fashion_mnist": "fashion-mnist"}
 TITLE = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 # What a damaged file raises while it is read: a truncated gzip stream
 # (EOFError), a corrupt deflate stream (zlib.error), a damaged zip archive
-# (BadZipFile), or an unreadable file (OSError, which covers BadGzipFile).
+# (BadZipFile), or an unreadable file (OSError, which covers BadGzipFile);
+# and for a .npz, a bad .npy header (ValueError), a missing array (KeyError)
+# or an encrypted member (RuntimeError).
 DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile, ValueError,
-           KeyError)
+           KeyError, RuntimeError)
+# Sizes are checked against these before any memory is allocated: MNIST and
+# Fashion-MNIST have 60,000 + 10,000 examples, so no file holds more.
+MAX_EXAMPLES = 70_000
+IMAGE_SHAPE = (28, 28)
+NPZ_ARRAYS = {"x_train": "images", "y_train": "labels", "x_test": "images",
+              "y_test": "labels"}
+# numpy's own limit on a .npy header, plus its magic string and length field.
+NPY_MAX_HEADER = 10_000
+NPY_HEADER_LIMIT = 8 + 4 + NPY_MAX_HEADER
+# Deflate inflates at most 1032-fold (a 258-byte match per 2 bits).
+DEFLATE_MAX_RATIO = 1032
+READ_CHUNK = 1 << 20
 
 
 @dataclasses.dataclass
@@ -206,41 +223,190 @@ def _download(name, cache):
 
 
 def _read_npz(path):
+    """Keras's mnist.npz. Each array's .npy header is read and checked before
+    any of its data, and no member is inflated past the size it claims."""
     try:
-        with np.load(path, allow_pickle=False) as arrays:
-            parts = [arrays[key] for key in
-                     ("x_train", "y_train", "x_test", "y_test")]
+        with zipfile.ZipFile(path) as archive:
+            parts = [_read_npy_member(path, archive, key, kind)
+                     for key, kind in NPZ_ARRAYS.items()]
     except DAMAGED as error:
         raise UsageError(f"{path} is damaged or not a Keras MNIST file with "
                          f"x_train, y_train, x_test and y_test "
-                         f"({_first_line(error)}); delete it and download it "
-                         f"again, or use the four IDX files") from None
-    return _checked(*((part, path) for part in parts))
+                         f"({_first_line(error)}); {_remedy(path)}") from None
+    return _checked(*((part, f"{key} in {path}")
+                      for part, key in zip(parts, NPZ_ARRAYS)))
+
+
+def _read_npy_member(path, archive, key, kind):
+    """One array of an .npz: its header first, through a reader that stops
+    where the longest header numpy accepts would end."""
+    info = archive.getinfo(f"{key}.npy")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        # zipfile inflates bzip2 and lzma without a bound on each read, and
+        # numpy writes neither.
+        method = zipfile.compressor_names.get(info.compress_type,
+                                              f"method {info.compress_type}")
+        raise _refused(path, f"{path} has {key} compressed with {method}, "
+                             f"which numpy never writes")
+    with archive.open(info) as member:
+        header = _Prefix(member, NPY_HEADER_LIMIT)
+        version = np.lib.format.read_magic(header)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(
+                header, max_header_size=NPY_MAX_HEADER)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(
+                header, max_header_size=NPY_MAX_HEADER)
+        else:
+            raise ValueError(f"{key}.npy is in .npy format version {version}, "
+                             f"which numpy writes only for unusual dtypes")
+        claim = _Claim(path, f"the header of {key}", kind, shape, dtype)
+        # The zip says how long the member is: the header and the array's
+        # data, exactly.
+        claim.check_length(info.file_size - header.count)
+        if info.compress_type == zipfile.ZIP_DEFLATED:
+            claim.check_compressed(info.compress_size)
+        data = claim.read(member)
+    array = data.view(dtype)
+    if fortran_order:
+        return array.reshape(shape[::-1]).transpose()
+    return array.reshape(shape)
+
+
+class _Prefix:
+    """The first `limit` bytes of `stream`, counting those read: numpy calls
+    a header that says it is longer damaged, without reading it all."""
+
+    def __init__(self, stream, limit):
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def read(self, size=-1):
+        left = self.limit - self.count
+        data = self.stream.read(left if size < 0 else min(size, left))
+        self.count += len(data)
+        return data
+
+
+class _Claim:
+    """What a file's header says an array is, checked against MNIST's limits
+    as it is made: its size is then bounded (and computed in Python integers,
+    which cannot overflow as np.prod does), and nothing is allocated before
+    it has been checked against the file."""
+
+    def __init__(self, path, header, kind, shape, dtype):
+        self.path, self.header, self.shape, self.dtype = path, header, shape, dtype
+        said = f"{path}: {header} says"
+        if kind == "images" and (len(shape) != 3
+                                 or tuple(shape[1:]) != IMAGE_SHAPE):
+            raise _refused(path, f"{said} it holds images of shape {shape}, "
+                                 f"not 28x28")
+        if kind == "labels" and len(shape) != 1:
+            raise _refused(path, f"{said} it holds labels of shape {shape}, "
+                                 f"not one label per image")
+        if not 0 <= shape[0] <= MAX_EXAMPLES:
+            raise _refused(path, f"{said} it holds {shape[0]:,} {kind}; MNIST "
+                                 f"and Fashion-MNIST have at most "
+                                 f"{MAX_EXAMPLES:,}")
+        # Images may be any real numbers (their values are checked once
+        # read), labels whole numbers; Keras's files hold uint8.
+        if (dtype.kind not in ("uif" if kind == "images" else "ui")
+                or dtype.itemsize > 8 or dtype.hasobject):
+            expected = ("uint8 pixels 0-255" if kind == "images"
+                        else "uint8 labels 0-9")
+            raise _refused(path, f"{said} it holds {kind} of dtype {dtype}, "
+                                 f"not {expected}")
+        self.size = math.prod(shape) * dtype.itemsize
+
+    def check_length(self, length):
+        """`length`: how many bytes of data follow the header."""
+        if length < self.size:
+            raise _refused(self.path, f"{self.path} is truncated or corrupt "
+                                      f"({self.header} says {self.shape}, "
+                                      f"{self.size:,} bytes, but "
+                                      f"{max(length, 0):,} follow)")
+        if length > self.size:
+            raise _refused(self.path, f"{self.path} holds more than "
+                                      f"{self.header} says ({self.shape} "
+                                      f"{self.dtype}, {self.size:,} bytes)")
+
+    def check_compressed(self, compressed_size):
+        """A claim that deflate could not inflate from the compressed bytes
+        there are is refused before it is allocated."""
+        if self.size > DEFLATE_MAX_RATIO * (compressed_size + 1):
+            raise _refused(self.path, f"{self.path} is truncated or corrupt "
+                                      f"({self.header} says {self.shape}, "
+                                      f"{self.size:,} bytes, more than its "
+                                      f"{compressed_size:,} compressed bytes "
+                                      f"can hold)")
+
+    def read(self, stream):
+        """The claimed bytes, read in chunks into one buffer. A stream that
+        ends sooner or goes on is refused, having inflated at most a chunk
+        more than the claim; reading to its end lets gzip or zipfile check
+        its CRC."""
+        data = np.empty(self.size, np.uint8)
+        view = memoryview(data)
+        filled = 0
+        while filled < self.size:
+            chunk = stream.read(min(READ_CHUNK, self.size - filled))
+            if not chunk:
+                self.check_length(filled)
+            view[filled:filled + len(chunk)] = chunk
+            filled += len(chunk)
+        if stream.read(1):
+            self.check_length(self.size + 1)
+        return data
 
 
 def _read_idx(path, kind):
     """One IDX file (the format MNIST ships in) as a numpy array; `kind` is
-    "images" (a 3-D array of 28x28 images) or "labels" (1-D)."""
-    opener = gzip.open if path.endswith(".gz") else open
+    "images" (a 3-D array of 28x28 images) or "labels" (1-D). Its header is
+    checked before any data is read, and no more than it claims is read."""
+    dims = 3 if kind == "images" else 1
+    compressed = path.endswith(".gz")
     try:
-        with opener(path, "rb") as stream:
-            raw = stream.read()
+        with open(path, "rb") as file, \
+                (gzip.GzipFile(fileobj=file) if compressed else file) as stream:
+            magic = stream.read(4)
+            if magic[:3] != b"\0\0\x08" or magic[3:] != bytes([dims]):
+                raise _refused(path, f"{path} is not an IDX file of {kind} "
+                                     f"(its magic number is "
+                                     f"{magic.hex(' ') or 'missing'}, not "
+                                     f"00 00 08 {dims:02x})")
+            sizes = stream.read(4 * dims)
+            if len(sizes) < 4 * dims:
+                raise _refused(path, f"{path} is truncated or corrupt (its "
+                                     f"header is cut short)")
+            shape = tuple(int.from_bytes(sizes[i:i + 4], "big")
+                          for i in range(0, 4 * dims, 4))
+            claim = _Claim(path, "the header", kind, shape, np.dtype(np.uint8))
+            file_size = os.fstat(file.fileno()).st_size
+            if compressed:
+                claim.check_compressed(file_size)
+            else:
+                claim.check_length(file_size - 4 - 4 * dims)
+            data = claim.read(stream)
     except DAMAGED as error:
         raise UsageError(f"{path} is truncated or corrupt "
-                         f"({_first_line(error)}); replace it with the "
-                         f"original file") from None
-    dims = 3 if kind == "images" else 1
-    if len(raw) < 4 or raw[:3] != b"\0\0\x08" or raw[3] != dims:
-        raise UsageError(f"{path} is not an IDX file of {kind} (its magic "
-                         f"number is wrong); replace it with the original "
-                         f"file")
-    header = 4 + 4 * dims
-    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
-                  for i in range(dims))
-    if len(raw) != header + int(np.prod(shape)):
-        raise UsageError(f"{path} is truncated or corrupt (the header says "
-                         f"{shape}); replace it with the original file")
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+                         f"({_first_line(error)}); {_remedy(path)}") from None
+    return data.reshape(shape)
+
+
+def _refused(path, message):
+    """A UsageError: `message`, which names the file, and what to do."""
+    return UsageError(f"{message}; {_remedy(path)}")
+
+
+def _remedy(path):
+    """What to do about a damaged file: Keras downloads a fresh copy of one
+    missing from its cache; elsewhere only the user can replace it."""
+    cache = os.path.abspath(keras_cache())
+    if os.path.abspath(path).startswith(cache + os.sep):
+        return "delete it to download a fresh copy"
+    if path.endswith(".npz"):
+        return ("replace it with the original file, or delete it and use "
+                "the four IDX files")
+    return "replace it with the original file"
 
 
 def _first_line(error):
@@ -255,7 +421,19 @@ def _checked(train_images, train_labels, test_images, test_labels):
         if array.ndim != 3 or array.shape[1:] != (28, 28):
             raise UsageError(f"{source} holds images of shape {array.shape}, "
                              f"not 28x28; use the original files")
-        return array.reshape(len(array), IMAGE_SIZE).astype(np.float32) / 255.0
+        # uint8 is 0-255 by construction; any other numbers are checked.
+        if array.dtype != np.uint8 and array.size:
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise UsageError(f"{source} has pixel values that are not "
+                                 f"numbers (NaN or infinite); use the "
+                                 f"original files")
+            if not 0 <= array.min() <= array.max() <= 255:
+                raise UsageError(f"{source} has pixel values outside 0-255 "
+                                 f"(from {array.min()} to {array.max()}); use "
+                                 f"the original files")
+        scaled = array.reshape(len(array), IMAGE_SIZE).astype(np.float32)
+        scaled /= np.float32(255)  # in place: one float copy, not two
+        return scaled
 
     def labels(array, source, count):
         if array.ndim != 1 or len(array) != count:

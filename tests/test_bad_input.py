@@ -32,7 +32,7 @@ from launcher.options import (
     free_ports,
     parse_command_line,
 )
-from test_data import fake_mnist, write_idx_fixture
+from test_data import fake_mnist, npy_bytes, npz_with, stored, write_idx_fixture
 
 HOGWILD = [PYTHON, "Hogwild/hogwild.py"]
 HOSTS = ["--ps_hosts=127.0.0.1:1", "--worker_hosts=127.0.0.1:2,127.0.0.1:3"]
@@ -129,6 +129,10 @@ THROUGH_RUN_SH = [
     ("missing-mnist", "Parameter-Server-Strategy",
      ["--dataset", "mnist", "--data_dir", "{run_dir}"],
      "MNIST not found in", True),
+    ("mnist-claims-a-huge-array", "Parameter-Server-Strategy",
+     ["--dataset", "mnist", "--data_dir", "{run_dir}/hostile"],
+     "/hostile/mnist.npz: the header of x_train says it holds 1,000,000,000 "
+     "images", True),
     ("logdir-is-a-file", "Hogwild", ["--logdir", "{run_dir}/file"],
      "is a file, not a folder", False),
     ("logdir-under-a-file", "Hogwild", ["--logdir", "{run_dir}/file/run"],
@@ -192,6 +196,9 @@ def test_direct_run_gives_one_error_line(command, tf_config_text, message, run_d
 def test_through_run_sh_exit_2_and_no_process_left(folder, flags, message,
                                                    tasks_may_start, run_dir):
     (run_dir / "file").write_text("")
+    (run_dir / "hostile").mkdir()  # a 16 KB mnist.npz that claims 730 GiB
+    npz_with(run_dir / "hostile", x_train=stored(
+        "x_train", npy_bytes(shape=(10**9, 28, 28))))
     flags = fill(flags, run_dir)
     if "--logdir" not in flags:
         flags += ["--logdir", str(run_dir / "run")]
