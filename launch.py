@@ -54,7 +54,8 @@ import threading
 import time
 
 import launch_network
-from guide import cli, logdirs
+from guide.training import logdirs
+from guide.training.flags import UsageError
 from launch_fork import LAUNCHER, PRELOAD, Forked, Served, fork_mode
 from launch_network import die_with_parent
 
@@ -329,7 +330,7 @@ def main(argv):
         network = launch_network.choose(
             options.network, task_count(options),
             argv + full_args[len(script_args):])
-    except (LaunchError, cli.UsageError, launch_network.NetworkError) as error:
+    except (LaunchError, UsageError, launch_network.NetworkError) as error:
         print(f"launch.py: error: {error}", file=sys.stderr)
         return 2
     if isinstance(network, int):
