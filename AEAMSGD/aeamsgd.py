@@ -239,8 +239,8 @@ def main():
             # once per window, with an up-to-date global step.
             monitored.run_without_hooks(session, exchange)
             session.run(note_exchange)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:

@@ -202,8 +202,8 @@ def main():
             # window.
             monitored.run_without_hooks(session, commit)
             session.run(pull)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:

@@ -135,8 +135,8 @@ def main():
                 if task.is_chief:
                     supervisor.summary_computed(session,
                                                 session.run(summary_op, feed))
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:

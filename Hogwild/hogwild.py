@@ -117,8 +117,8 @@ def main():
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:

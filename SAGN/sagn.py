@@ -253,8 +253,8 @@ def main():
             monitored.run_without_hooks(session, pull)
         # Distributed: let any worker still waiting for a token finish.
         monitored.run_without_hooks(session, release_waiters)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:

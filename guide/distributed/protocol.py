@@ -2,25 +2,15 @@
 
 TensorFlow's parameter servers never return from `server.join()`, and its
 non-chief workers poll for the chief every 30 seconds. These functions
-replace both with blocking queue operations on the parameter servers:
+replace both with blocking queue operations on the parameter servers, in
+three pairs: `announce_chief_ready` / `wait_for_chief`,
+`report_training_finished` / `wait_for_workers_to_finish`, `signal_done` /
+`serve_until_workers_done`.
 
-- `announce_chief_ready` / `wait_for_chief`: a non-chief worker blocks on a
-  queue on ps 0 until the chief has initialised the variables, so that its
-  session starts at once, without the 30-second poll.
-- `report_training_finished` / `wait_for_workers_to_finish`: each non-chief
-  worker says when its training loop has ended; the chief waits for all of
-  them before it evaluates, so the result counts every worker's updates.
-- `signal_done` / `serve_until_workers_done`: each ps owns a "done" queue per
-  worker; every worker puts a token into its own when it has finished, and a
-  ps returns once every worker's queue holds one.
-
-Every one of these signals is a state, not a message used up by whoever
-reads it: a queue that holds a token once the signal is given, read by
-`peek` (take the token and put it back, in one step). A worker that starts
-late or again, or a chief that restarts, reads the same state; a worker
-that signals twice just adds a token. The waits still block on a queue,
-with no polling. `guide.distributed.recovery` gives the chief's signal again
-after a ps restart.
+Every signal is a state, not a message used up by whoever reads it: a queue
+that holds a token once the signal is given, read by `peek`. A worker that
+starts late or again, or a chief that restarts, reads the same state; a
+worker that signals twice just adds a token.
 """
 
 import contextlib

@@ -1,11 +1,4 @@
-"""Restarts that work: the chief's and the other workers' side of recovery.
-
-`Resume` builds the Scaffold for MonitoredTrainingSession. The chief
-restores the last checkpoint when the ps has lost the model, carries on
-from the ps when it has not, says which, and refuses a logdir that holds
-another model; the other workers wait for the chief's signal before each
-session they create.
-"""
+"""Restarts that work: the chief's and the other workers' side of recovery."""
 
 import tensorflow as tf
 
@@ -58,8 +51,8 @@ class Resume:
     def __init__(self, task, global_step, logdir, script, ps_init_op=None):
         self.start_step = 0
         if task is not None and not task.is_chief:
-            # Distributed: check (and then initialise the local variables)
-            # only once the chief has said the model is on the ps.
+            # Check (and then initialise the local variables) only once the
+            # chief has said the model is on the ps.
             with tf.control_dependencies([peek(state("chief_ready"))]):
                 ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
                     tf.compat.v1.global_variables())
@@ -67,15 +60,13 @@ class Resume:
                 ready_for_local_init_op=ready_for_local_init)
             return
         logdirs.claim(logdir, script)
-        # Distributed: state on the ps that is not a variable (a lock's
-        # token), set up whenever the ps starts without the model.
         self.ps_init_op = ps_init_op if ps_init_op is not None else tf.no_op()
         self._global_step = global_step
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
         self._initialize = tf.compat.v1.global_variables_initializer()
-        # Distributed: the signal the other workers wait for, given again
-        # by every session after the first, for a restarted ps.
+        # The signal the other workers wait for, given again by every
+        # session after the first, for a restarted ps.
         self._announce = (state("chief_ready").enqueue(0)
                           if task and task.num_workers > 1 else tf.no_op())
         self._sessions = 0
@@ -98,10 +89,7 @@ class Resume:
         if self._sessions == 1:
             # RESULT counts the steps this run made, not those it resumed.
             self.start_step = step
-        else:
-            # Distributed: a new session means a restarted ps, which lost
-            # the chief's signal; the first is given by the example itself,
-            # once its hooks are set up.
+        else:  # a restarted ps, which lost the chief's signal
             session.run(self._announce)
 
     def _initialize_fresh(self, scaffold, session):

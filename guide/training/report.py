@@ -217,10 +217,8 @@ def _shown(value):
 
 def evaluate_and_write(session, logdir, settings, algorithm, classifier,
                        dataset, global_step, wall_s, **fields):
-    """The chief's last act: test-set evaluation, the RESULT line, result.json.
-
-    The other arguments are as `write_result` takes them.
-    """
+    """The chief's last act: evaluates `classifier` on `dataset`'s test set,
+    then `write_result`."""
     test_loss, test_accuracy, step = run_without_hooks(
         session, [classifier.loss, classifier.accuracy, global_step],
         classifier.feed(dataset.test_images, dataset.test_labels))
