@@ -16,21 +16,23 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from guide import cli, data
+from guide.training import data, flags, logdirs
 
 
 def main():
-    args = cli.parse(cli.make_parser(__doc__, __file__, cluster_flags=False))
+    args = flags.parse(flags.make_parser(__doc__, __file__, cluster_flags=False))
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    from guide import model, report
+    from guide.training import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
 
     # --- The data ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     batches = data.Batches(dataset.train_images, dataset.train_labels,
                            args.batch_size, seed=args.seed)
 
@@ -45,11 +47,13 @@ def main():
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir)]
+                                 summary_dir=logdir)]
     # Test accuracy as training goes, with --eval_every.
-    hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
+    hooks.append(report.AccuracyCurveHook(
+        logdir, args.eval_every, global_step, classifier, dataset,
+        examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            checkpoint_dir=args.logdir, hooks=hooks,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
         while not session.should_stop():
@@ -58,10 +62,14 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report ---
-        report.evaluate_and_write(session, args, "non-distributed_setup",
-                                  classifier, dataset, global_step, wall_s,
-                                  workers=1, ps=0)
+        settings = dict(
+            dataset=args.dataset, train_steps=args.train_steps,
+            batch_size=args.batch_size, learning_rate=args.learning_rate,
+            seed=args.seed, validation=args.validation)
+        report.evaluate_and_write(
+            session, logdir, settings, "non-distributed_setup", classifier,
+            dataset, global_step, wall_s, workers=1, ps=0)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

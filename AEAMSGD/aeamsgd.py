@@ -22,7 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import scheme_flags, tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -34,8 +35,10 @@ def main():
     # moves the centre and the W workers together, so they advance by
     # η / (W + 1) per minibatch: on the real data sets the rate is
     # (W + 1) × 0.02 for the default 2 workers (see README.md).
-    parser = cli.make_parser(__doc__, __file__, learning_rate=(0.02, 0.06))
-    parser.add_argument("--communication_window", type=cli.positive_int, default=4,
+    parser = flags.make_parser(
+        __doc__, __file__,
+        learning_rate=flags.ByDataset(synthetic=0.02, real=0.06))
+    parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two elastic exchanges (T)")
     parser.add_argument("--rho", type=float,
                         help="strength of the elastic force: α = learning_rate "
@@ -43,15 +46,17 @@ def main():
                              "choice)")
     parser.add_argument("--momentum", type=float, default=0.9,
                         help="Nesterov momentum δ of the local steps")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: a window longer than the run would overshoot --train_steps;
     # and the local steps' momentum δ must be in [0, 1) to converge.
-    cli.check_window(args)
+    scheme_flags.check_window(args.communication_window, args.train_steps)
     if not 0 <= args.momentum < 1:
-        raise cli.UsageError(f"--momentum must be in [0, 1), got {args.momentum}")
+        raise flags.UsageError(f"--momentum must be in [0, 1), got {args.momentum}")
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # Distributed: the elastic force α = η ρ that pulls a worker and the
     # centre together. By default it is the paper's guidance for the
     # asynchronous case, α = β / W with β = 0.9, so that the W workers
@@ -59,21 +64,25 @@ def main():
     rho = args.rho or 0.9 / (task.num_workers * args.learning_rate)
     alpha = args.learning_rate * rho
     if not 0 < alpha < 1:
-        raise cli.UsageError(f"--rho {rho} makes α = learning_rate × rho = "
-                             f"{alpha:g}; choose rho so that 0 < α < 1")
+        raise flags.UsageError(f"--rho {rho} makes α = learning_rate × rho = "
+                               f"{alpha:g}; choose rho so that 0 < α < 1")
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks,
-    # `counters` the ps-side tally of the exchanges, and `evaluator` the loop
-    # of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report
+    # Distributed: guide.distributed holds what the cluster adds: `counters`
+    # tallies kept on the ps, `evaluator` the evaluator task's loop,
+    # `placement` where each task computes, `protocol` how the tasks start and
+    # stop, `recovery` restarts.
+    from guide.distributed import counters, evaluator, placement, protocol, recovery
+    from guide.training import model, monitored, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -81,15 +90,15 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the centre placed on it; unlike
     # server.join(), this returns once every worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker takes its own slice of the training set, and
     # its own batch order, so no two workers train on the same minibatch.
     shard = data.shard(dataset.train_images, dataset.train_labels,
@@ -112,11 +121,12 @@ def main():
         central = model.MLP(args.seed)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    # Distributed: θ, this worker's own copy, and v, the momentum of its
-    # local steps, live on its own device and out of the checkpoints
-    # (guide/cluster.py); θ trains alone between two exchanges, so its loss
-    # is kept in a variable that the progress lines read once per window.
-    with cluster.local_variables(worker_device), \
+    # Distributed: θ, this worker's own copy, and v, the momentum of its local
+    # steps, live on its own device and out of the checkpoints
+    # (guide/distributed/placement.py); θ trains alone between two exchanges,
+    # so its loss is kept in a variable that the progress lines read once per
+    # window.
+    with placement.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):
         local = model.MLP(args.seed)
         velocity = [
@@ -183,8 +193,8 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the centre on the ps, or resumes it
     # after a restart; the others wait for its signal, with no 30 s poll
-    # (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              # Distributed: the hooks see one run per window (the exchange's
              # note), so progress counts T minibatches a run and reports the
@@ -195,41 +205,46 @@ def main():
                                  # Distributed: only the chief writes summaries,
                                  # with the exchanges per worker, their
                                  # staleness, and the distance to the centre.
-                                 summary_dir=args.logdir if task.is_chief else None,
+                                 summary_dir=logdir if task.is_chief else None,
                                  summaries=[commit_log, distance])]
     # Distributed: only the chief tracks test accuracy, with --eval_every, of
     # the centre.
     if task.is_chief:
-        hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
+        hooks.append(report.AccuracyCurveHook(
+            logdir, args.eval_every, global_step, evaluation, dataset,
+            examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         # Distributed: every worker starts from the centre, θ ← θ̃.
-        cluster.run_without_hooks(session, start_at_centre)
+        monitored.run_without_hooks(session, start_at_centre)
         while not session.should_stop():
             # Distributed: T local steps on this worker's copy; they bypass
             # the hooks, whose read of the global step would cost each one a
             # round trip to the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                cluster.run_without_hooks(
+                monitored.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
             # Distributed: the elastic exchange ±E, then the note after it,
             # which alone goes through the hooks (stop at step, progress):
             # once per window, with an up-to-date global step.
-            cluster.run_without_hooks(session, exchange)
+            monitored.run_without_hooks(session, exchange)
             session.run(note_exchange)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report: the centre (the chief only) ---
@@ -238,16 +253,20 @@ def main():
         # result names the cluster, the exchange's α and ρ, the momentum δ,
         # and each worker's exchanges and their staleness.
         if task.is_chief:
-            report.save_local_copy(session, local.variables, args.logdir)
+            report.save_local_copy(session, local.variables, logdir)
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "aeamsgd", evaluation, dataset, global_step, wall_s,
-                workers=task.num_workers, ps=task.num_ps,
-                communication_window=window, rho=round(rho, 4),
-                alpha=round(alpha, 4), momentum=args.momentum,
+                session, logdir, settings, "aeamsgd", evaluation, dataset,
+                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                start_step=resume.start_step, communication_window=window,
+                rho=round(rho, 4), alpha=round(alpha, 4), momentum=args.momentum,
                 **commit_log.results(session))
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

@@ -20,35 +20,42 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import scheme_flags, tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
     # Distributed: the parser adds the classic cluster flags, and the window
     # T: T = 2 halves the traffic of T = 1; with larger T the workers'
     # unscaled sums pile up on each other and cost accuracy (see README.md).
-    parser = cli.make_parser(__doc__, __file__)
-    parser.add_argument("--communication_window", type=cli.positive_int, default=2,
+    parser = flags.make_parser(__doc__, __file__)
+    parser.add_argument("--communication_window", type=flags.positive_int, default=2,
                         help="local steps between two exchanges with the ps (T)")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: a window longer than the run would overshoot --train_steps.
-    cli.check_window(args)
+    scheme_flags.check_window(args.communication_window, args.train_steps)
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks,
-    # `counters` the ps-side log of commits, and `evaluator` the loop of an
-    # evaluator task.
-    from guide import cluster, counters, evaluator, model, report
+    # Distributed: guide.distributed holds what the cluster adds: `counters`
+    # tallies kept on the ps, `evaluator` the evaluator task's loop,
+    # `placement` where each task computes, `protocol` how the tasks start and
+    # stop, `recovery` restarts.
+    from guide.distributed import counters, evaluator, placement, protocol, recovery
+    from guide.training import model, monitored, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -56,15 +63,15 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the variables placed on it; unlike
     # server.join(), this returns once every worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker takes its own slice of the training set, and
     # its own batch order, so no two workers train on the same minibatch.
     shard = data.shard(dataset.train_images, dataset.train_labels,
@@ -91,7 +98,7 @@ def main():
     # neither initialises nor checkpoints: the local copy θ, overwritten by
     # every pull, the sum Σ g of the window's gradients, and the last local
     # step's loss, which the progress line and summaries read.
-    with cluster.local_variables(worker_device):
+    with placement.local_variables(worker_device):
         local = model.MLP(args.seed)
         gradient_sum = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
@@ -141,8 +148,8 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the variables on the ps, or resumes
     # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              # Distributed: the hooks run once per window, with the pull, so
              # the progress line reads the last local step's loss from its
@@ -153,22 +160,24 @@ def main():
                                  # Distributed: only the chief writes summaries,
                                  # with the commits per worker and their
                                  # staleness.
-                                 summary_dir=args.logdir if task.is_chief else None,
+                                 summary_dir=logdir if task.is_chief else None,
                                  summaries=[commit_log])]
     # Distributed: only the chief tracks the central copy's test accuracy,
     # with --eval_every.
     if task.is_chief:
-        hooks.append(report.AccuracyCurveHook(args, global_step, evaluation, dataset))
+        hooks.append(report.AccuracyCurveHook(
+            logdir, args.eval_every, global_step, evaluation, dataset,
+            examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         # Distributed: the first pull starts this worker from θ̃. Only the
         # pull at the end of each window goes through the hooks (stop at
@@ -176,21 +185,24 @@ def main():
         # read is up to date. The hooks read it from the ps, so the local
         # steps, which must not talk to the ps, bypass them, and so do the
         # commit and this first pull.
-        cluster.run_without_hooks(session, pull)
+        monitored.run_without_hooks(session, pull)
         while not session.should_stop():
             # Distributed: T local steps on θ, each summing its gradient into
             # Σ g, with no exchange with the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                cluster.run_without_hooks(
+                monitored.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
             # Distributed: push Σ g to the ps, then pull θ ← θ̃ for the next
             # window.
-            cluster.run_without_hooks(session, commit)
+            monitored.run_without_hooks(session, commit)
             session.run(pull)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report: the central copy (the chief only) ---
@@ -198,14 +210,18 @@ def main():
         # result names the cluster, the window T, and the commits per worker
         # and their staleness.
         if task.is_chief:
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "downpour-easy", evaluation, dataset, global_step,
-                wall_s, workers=task.num_workers, ps=task.num_ps,
-                communication_window=window,
+                session, logdir, settings, "downpour-easy", evaluation, dataset,
+                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                start_step=resume.start_step, communication_window=window,
                 **commit_log.results(session))
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

@@ -21,28 +21,35 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
     # Distributed: the parser adds the classic cluster flags, --ps_hosts,
     # --worker_hosts, --job_name and --task_index.
-    args = cli.parse(cli.make_parser(__doc__, __file__))
+    args = flags.parse(flags.make_parser(__doc__, __file__))
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks, and
-    # `evaluator` the loop of an evaluator task.
-    from guide import cluster, evaluator, model, report
+    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
+    # the evaluator task's loop, `placement` where each task computes,
+    # `protocol` how the tasks start and stop, `recovery` restarts.
+    from guide.distributed import evaluator, placement, protocol, recovery
+    from guide.training import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -50,16 +57,16 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the variables placed on it; unlike
     # server.join(), this returns once every worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         print("all workers are done; parameter server exiting", flush=True)
         return
 
     # --- The data: each worker trains on its own shard ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker takes its own slice of the training set, and
     # its own batch order, so no two workers train on the same minibatch.
     shard = data.shard(dataset.train_images, dataset.train_labels,
@@ -91,45 +98,55 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief (worker 0) initialises the variables on the ps,
     # or resumes them after a restart; the others wait for its signal, with
-    # no 30 s poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # no 30 s poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  # Distributed: only the chief writes summaries.
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=logdir if task.is_chief else None)]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
-        hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
+        hooks.append(report.AccuracyCurveHook(
+            logdir, args.eval_every, global_step, classifier, dataset,
+            examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
         # Distributed: only the chief evaluates, and its result names the
         # cluster it ran on.
         if task.is_chief:
-            report.evaluate_and_write(session, args, "distributed-setup",
-                                      classifier, dataset, global_step, wall_s,
-                                      workers=task.num_workers, ps=task.num_ps)
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
+            report.evaluate_and_write(
+                session, logdir, settings, "distributed-setup", classifier,
+                dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, start_step=resume.start_step)
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

@@ -21,7 +21,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -29,21 +30,22 @@ def main():
     # example's own: --mode picks between-graph replication (a worker process
     # per GPU) or in-graph replication (a tower per device in one process),
     # and --towers sets how many towers the in-graph mode builds.
-    parser = cli.make_parser(__doc__, __file__)
+    parser = flags.make_parser(__doc__, __file__)
     parser.add_argument("--mode", choices=("between_graph", "in_graph"),
                         default="between_graph",
                         help="a worker process per GPU, or a tower per device "
                              "in one process")
-    parser.add_argument("--towers", type=cli.positive_int,
+    parser.add_argument("--towers", type=flags.positive_int,
                         help="in_graph: towers, one per device (default: one "
                              "per visible GPU, or 2 CPU devices without GPUs)")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: in-graph towers are one process, so a TF_CONFIG, which
     # makes this process one task of a cluster, means the wrong launcher.
     if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
-        raise cli.UsageError("--mode in_graph runs as one process, but "
-                             "TF_CONFIG puts this one in a cluster (run.sh "
-                             "starts one): use bash run_towers.sh instead")
+        raise flags.UsageError("--mode in_graph runs as one process, but "
+                               "TF_CONFIG puts this one in a cluster (run.sh "
+                               "starts one): use bash run_towers.sh instead")
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -53,30 +55,35 @@ def main():
     # leaves it, and in-graph mode puts a tower on each; --mode picks the
     # path.
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     gpus = len(tf.config.list_physical_devices("GPU"))
     if args.mode == "in_graph":
-        return towers(args, gpus)
-    return between_graph(args, gpus)
+        return towers(args, logdir, gpus)
+    return between_graph(args, logdir, gpus)
 
 
 # Distributed: between-graph replication, the run.sh mode: this process is
 # one task of a cluster, a worker per GPU training asynchronously against a
 # ps that sees no GPU, as in Hogwild.
-def between_graph(args, gpus):
+def between_graph(args, logdir, gpus):
     """This task's part of the between-graph cluster: serve as the ps, or
     train as a worker on its own GPU."""
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks, and
-    # `evaluator` the loop of an evaluator task.
-    from guide import cluster, evaluator, model, report
+    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
+    # the evaluator task's loop, `placement` where each task computes,
+    # `protocol` how the tasks start and stop, `recovery` restarts.
+    from guide.distributed import evaluator, placement, protocol, recovery
+    from guide.training import model, report
 
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -84,18 +91,18 @@ def between_graph(args, gpus):
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the variables placed on it; unlike
     # server.join(), this returns once every worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     # Distributed: each worker loads the data set and takes its own slice of
     # it, and its own batch order, so no two workers train on the same
     # minibatch.
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
@@ -124,56 +131,66 @@ def between_graph(args, gpus):
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the variables on the ps, or resumes
     # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  # Distributed: only the chief writes summaries.
-                                 summary_dir=args.logdir if task.is_chief else None)]
+                                 summary_dir=logdir if task.is_chief else None)]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
-        hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
+        hooks.append(report.AccuracyCurveHook(
+            logdir, args.eval_every, global_step, classifier, dataset,
+            examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
         # Distributed: only the chief evaluates, and its result names the
         # cluster it ran on and the device its worker computed on.
         if task.is_chief:
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "multiple-gpus-single-machine", classifier,
-                dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, mode="between_graph",
+                session, logdir, settings, "multiple-gpus-single-machine",
+                classifier, dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, start_step=resume.start_step, mode="between_graph",
                 devices=[device.rsplit("/", 1)[-1]])
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 # Distributed: in-graph replication, the run_towers.sh mode: one process
 # builds a copy of the model (a tower) on every device, each on its slice of
 # the batch, and applies the towers' mean gradient once per step.
-def towers(args, gpus):
+def towers(args, logdir, gpus):
     """In-graph replication: a tower per device, one averaged update."""
     import tensorflow as tf
 
-    from guide import model, report
+    # Distributed: each mode's function imports the modules it uses.
+    from guide.training import model, report
 
     # Distributed: one tower per visible GPU (or --towers of them); without
     # a GPU, the session splits the CPU into `count` logical devices, so
@@ -181,17 +198,17 @@ def towers(args, gpus):
     count = args.towers or gpus or 2
     if gpus:
         if count > gpus:
-            raise cli.UsageError(f"--towers {count} needs {count} GPUs; "
-                                 f"{gpus} are visible")
+            raise flags.UsageError(f"--towers {count} needs {count} GPUs; "
+                                   f"{gpus} are visible")
         devices = [f"/device:GPU:{index}" for index in range(count)]
     else:
         devices = [f"/device:CPU:{index}" for index in range(count)]
     session_config = tf.compat.v1.ConfigProto(device_count={"CPU": count})
     # Distributed: every tower takes an equal slice of the minibatch.
     if args.batch_size % count:
-        raise cli.UsageError(f"--batch_size {args.batch_size} must divide by "
-                             f"the {count} towers")
-    dataset = data.load(args)
+        raise flags.UsageError(f"--batch_size {args.batch_size} must divide by "
+                               f"the {count} towers")
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     batches = data.Batches(dataset.train_images, dataset.train_labels,
                            args.batch_size, seed=args.seed)
 
@@ -223,11 +240,13 @@ def towers(args, gpus):
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=args.logdir)]
+                                 summary_dir=logdir)]
     # Test accuracy as training goes, with --eval_every.
-    hooks.append(report.AccuracyCurveHook(args, global_step, classifier, dataset))
+    hooks.append(report.AccuracyCurveHook(
+        logdir, args.eval_every, global_step, classifier, dataset,
+        examples_per_step=args.batch_size))
     with tf.compat.v1.train.MonitoredTrainingSession(
-            checkpoint_dir=args.logdir, hooks=hooks,
+            checkpoint_dir=logdir, hooks=hooks,
             # Distributed: the session has the `count` logical CPU devices
             # that the towers are placed on.
             config=session_config,
@@ -249,10 +268,14 @@ def towers(args, gpus):
 
         # Distributed: the result names the towers and the devices they ran
         # on, in one process (workers=1, ps=0).
-        report.evaluate_and_write(session, args, "multiple-gpus-single-machine",
-                                  classifier, dataset, global_step, wall_s,
-                                  workers=1, ps=0, mode="in_graph",
-                                  towers=count, devices=used)
+        settings = dict(
+            dataset=args.dataset, train_steps=args.train_steps,
+            batch_size=args.batch_size, learning_rate=args.learning_rate,
+            seed=args.seed, validation=args.validation)
+        report.evaluate_and_write(
+            session, logdir, settings, "multiple-gpus-single-machine", classifier,
+            dataset, global_step, wall_s, workers=1, ps=0, mode="in_graph",
+            towers=count, devices=used)
 
 
 # Distributed: where each tower really ran, checked rather than assumed, as
@@ -276,4 +299,4 @@ def devices_that_ran(session, train_op, feed, tower_gradients):
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

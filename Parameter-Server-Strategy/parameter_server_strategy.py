@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np
 
-from guide import cli, config, data
+from guide.distributed import tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -30,37 +31,38 @@ def main():
     # which costs more than the step itself, so a worker runs several steps
     # per function, as Keras's `steps_per_execution` does (the measurements
     # are in README.md). The cluster comes from TF_CONFIG, not from flags.
-    parser = cli.make_parser(__doc__, __file__, cluster_flags=False)
-    parser.add_argument("--steps_per_execution", type=cli.positive_int,
+    parser = flags.make_parser(__doc__, __file__, cluster_flags=False)
+    parser.add_argument("--steps_per_execution", type=flags.positive_int,
                         default=10,
                         help="minibatches a worker trains on per function "
                              "the coordinator schedules")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: this task's place in the cluster, from TF_CONFIG only, as
     # TensorFlow's strategy reads it: "chief" is the coordinator, which runs
     # the training loop, and "worker" and "ps" tasks only serve.
-    task = config.resolve_coordinated(os.environ)
+    task = tf_config.resolve_coordinated_task(os.environ)
     # Distributed: only the coordinator reads the data, and it checks that
     # the smallest worker's shard holds one batch, as data.Batches does in
     # the other examples, before TensorFlow loads and any task waits on it.
     if task.is_chief:
-        dataset = data.load(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
         smallest_shard = len(data.shard(dataset.train_images,
                                         dataset.train_labels,
                                         task.num_workers - 1,
                                         task.num_workers)[0])
         if smallest_shard < args.batch_size:
-            raise cli.UsageError(f"--batch_size {args.batch_size} is larger "
-                                 f"than a worker's {smallest_shard} training "
-                                 f"examples; use a smaller batch or fewer "
-                                 f"workers")
+            raise flags.UsageError(f"--batch_size {args.batch_size} is larger "
+                                   f"than a worker's {smallest_shard} training "
+                                   f"examples; use a smaller batch or fewer "
+                                   f"workers")
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshake that lets the workers and
-    # the ps exit when the coordinator is done.
-    from guide import cluster
+    # Distributed: `ps_strategy` lets the workers and the ps exit when the
+    # coordinator is done.
+    from guide.distributed import ps_strategy
 
     # --- The cluster: workers and parameter servers only serve ---
     # Distributed: TensorFlow's resolver reads the same TF_CONFIG, for the
@@ -74,8 +76,8 @@ def main():
         server = tf.distribute.Server(
             resolver.cluster_spec(), job_name=task.job_name,
             task_index=task.task_index, protocol="grpc", start=True)
-        cluster.serve_until_coordinator_done(server, task.job_name,
-                                             task.task_index)
+        ps_strategy.serve_until_coordinator_done(server, task.job_name,
+                                                 task.task_index)
         return
 
     # Distributed: the coordinator trains, evaluates and reports in a
@@ -83,18 +85,20 @@ def main():
     # functions, remote values) is released when the function returns;
     # collected, and the coordinator's threads ended, while the workers are
     # still up; then they are let go.
-    coordinate(args, resolver, dataset, task)
-    cluster.release_coordinator()
-    cluster.tell_servers_done(task.cluster)
+    coordinate(args, logdir, resolver, dataset, task)
+    ps_strategy.release_coordinator()
+    ps_strategy.tell_servers_done(task.cluster)
 
 
 # Distributed: the coordinator's part, the whole training loop; the steps it
 # schedules run on the workers, against the variables on the ps.
-def coordinate(args, resolver, dataset, task):
+def coordinate(args, logdir, resolver, dataset, task):
     """Trains, evaluates, prints the RESULT line and writes result.json."""
     import tensorflow as tf
 
-    from guide import model, report
+    from guide.training import model, report
+
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
 
     # --- The cluster: the strategy places the variables on the ps ---
     # Distributed: the strategy connects to every worker and ps named by the
@@ -176,7 +180,7 @@ def coordinate(args, resolver, dataset, task):
     # --- Train: schedule steps; the coordinator hands them to free workers ---
     # Distributed: the coordinator tracks test accuracy itself (--eval_every),
     # as there are no hooks without a session.
-    curve = report.AccuracyCurve(args)
+    curve = report.AccuracyCurve(logdir, args.eval_every, args.batch_size)
     if curve.every:
         curve.measure(0, lambda: test_loss_and_accuracy()[1])
     start = time.perf_counter()
@@ -198,7 +202,7 @@ def coordinate(args, resolver, dataset, task):
             rate = scheduled * args.batch_size / (time.perf_counter() - start)
             print(f"global_step {global_step.numpy()} loss {value:.4f} "
                   f"examples/s {rate:.0f} (scheduled {scheduled})", flush=True)
-            report.write_scalars(args.logdir, scheduled,
+            report.write_scalars(logdir, scheduled,
                                  {"loss": value, "examples_per_sec": rate})
         if curve.due(scheduled):
             loss.fetch()
@@ -215,11 +219,15 @@ def coordinate(args, resolver, dataset, task):
         curve.write()
     test_loss, test_accuracy = test_loss_and_accuracy()
     tf.train.Checkpoint(variables=mlp.variables, global_step=global_step).save(
-        os.path.join(args.logdir, "model.ckpt"))
-    report.write_result(args, "parameter-server-strategy",
-                        int(global_step.numpy()), test_loss, test_accuracy,
-                        wall_s, workers=task.num_workers, ps=task.num_ps)
+        os.path.join(logdir, "model.ckpt"))
+    settings = dict(
+        dataset=args.dataset, train_steps=args.train_steps,
+        batch_size=args.batch_size, learning_rate=args.learning_rate,
+        seed=args.seed, validation=args.validation)
+    report.write_result(
+        logdir, settings, "parameter-server-strategy", int(global_step.numpy()),
+        test_loss, test_accuracy, wall_s, workers=task.num_workers, ps=task.num_ps)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

@@ -21,7 +21,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import scheme_flags, tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -33,33 +34,49 @@ def main():
     # of Synchronous-SGD's default 1000 steps (750 on the real data sets, its
     # 3000 steps). Each commit is a / T, as in AGN, so the rate there is
     # T × 0.2 (see README.md).
-    parser = cli.make_parser(__doc__, __file__, train_steps=(250, 750),
-                             learning_rate=(0.2, 0.8))
-    parser.add_argument("--communication_window", type=cli.positive_int, default=4,
+    parser = flags.make_parser(
+        __doc__, __file__,
+        train_steps=flags.ByDataset(synthetic=250, real=750),
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.8))
+    parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
-    parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,
+    parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="commits averaged into each update (default: one "
                              "per worker); the others are dropped as stale")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # Distributed: R is every worker by default, and at most that many, or no
     # update would ever complete.
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)
+    replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
+                                                  task.num_workers)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks, `sync`
-    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
-    # commits, and `evaluator` the loop of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report, sync
+    # Distributed: guide.distributed holds what the cluster adds: `counters`
+    # tallies kept on the ps, `evaluator` the evaluator task's loop,
+    # `placement` where each task computes, `protocol` how the tasks start and
+    # stop, `recovery` restarts, `sync` SyncReplicasOptimizer's helpers.
+    from guide.distributed import (
+        counters,
+        evaluator,
+        placement,
+        protocol,
+        recovery,
+        sync,
+    )
+    from guide.training import model, monitored, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -67,16 +84,16 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the central copy placed on it, and
     # aggregates the commits; unlike server.join(), this returns once every
     # worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker takes its own slice of the training set, and
     # its own batch order, so no two workers train on the same minibatch.
     shard = data.shard(dataset.train_images, dataset.train_labels,
@@ -99,11 +116,11 @@ def main():
         central = model.MLP(args.seed)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: θ, this worker's own copy (overwritten by every pull), and
-    # a = −η Σ g, its update summed over the window, live on its own device
-    # and out of the checkpoints (guide/cluster.py); θ trains alone within a
-    # window, so its loss is kept in a variable that the progress lines read
-    # once per window.
-    with cluster.local_variables(worker_device):
+    # a = −η Σ g, its update summed over the window, live on its own device and
+    # out of the checkpoints (guide/distributed/placement.py); θ trains alone
+    # within a window, so its loss is kept in a variable that the progress
+    # lines read once per window.
+    with placement.local_variables(worker_device):
         local = model.MLP(args.seed)
         accumulated = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
@@ -158,7 +175,7 @@ def main():
     release_waiters = sync.release_token_waiters(averager, global_step, task)
     # Distributed: how many commits wait in the accumulator unused, which the
     # count of dropped commits leaves out.
-    left_over = sync.gradients_waiting(central.hidden_weights)
+    left_over = sync.pending_gradient_count(accumulator_of=central.hidden_weights)
     # Distributed: with every worker's commit in every round (R = W), a
     # barrier after each commit keeps a fast worker from committing twice to
     # one round. With backups (R < W) it would make each round wait for the
@@ -169,8 +186,8 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the central copy on the ps, or
     # resumes it after a restart; the others wait for its signal, with no
-    # 30 s poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # 30 s poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     # Distributed: the chief's hook starts the thread that applies the
     # averaged updates, and hands out tokens, one per worker after each
     # update; a worker's commit takes one and so returns once the update is
@@ -190,21 +207,21 @@ def main():
                                  # Distributed: only the chief writes summaries,
                                  # among them how many commits were dropped as
                                  # stale.
-                                 summary_dir=args.logdir if task.is_chief else None,
+                                 summary_dir=logdir if task.is_chief else None,
                                  summaries=[commits.dropped_summaries(
                                      global_step, left_over, replicas)])]
     # Distributed: only the chief tracks test accuracy, with --eval_every, of
     # the central copy.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
-            args, global_step, evaluation, dataset,
+            logdir, args.eval_every, global_step, evaluation, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # commits that will not come, until the session's close ends it:
@@ -212,17 +229,17 @@ def main():
             stop_grace_period_secs=0) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         # Distributed: the first window starts from the central copy, θ ← θ̃.
-        cluster.run_without_hooks(session, pull)
+        monitored.run_without_hooks(session, pull)
         while not session.should_stop():
             # Distributed: T local steps on this worker's copy; they bypass
             # the hooks, whose read of the global step would cost each one a
             # round trip to the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
-                cluster.run_without_hooks(
+                monitored.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
             # Distributed: the commit pushes a / T and returns once the
             # synchronous update is applied; it alone goes through the hooks
@@ -230,15 +247,18 @@ def main():
             session.run(commit)
             # Distributed: with R = W, one commit per worker per round.
             if barrier is not None:
-                cluster.run_without_hooks(session, barrier)
+                monitored.run_without_hooks(session, barrier)
             # Distributed: the next window starts from the updated central
             # copy, θ ← θ̃, a ← 0.
-            cluster.run_without_hooks(session, pull)
+            monitored.run_without_hooks(session, pull)
         # Distributed: let any worker still waiting for a token finish.
-        cluster.run_without_hooks(session, release_waiters)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        monitored.run_without_hooks(session, release_waiters)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report: the central copy (the chief only) ---
@@ -249,15 +269,19 @@ def main():
         if task.is_chief:
             made, dropped = commits.read_with_dropped(
                 session, global_step, left_over, replicas)
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "sagn", evaluation, dataset, global_step, wall_s,
-                workers=task.num_workers, ps=task.num_ps,
-                examples_per_step=examples_per_step,
+                session, logdir, settings, "sagn", evaluation, dataset,
+                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                start_step=resume.start_step, examples_per_step=examples_per_step,
                 communication_window=window, replicas_to_aggregate=replicas,
                 commits=made, commits_dropped=dropped)
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

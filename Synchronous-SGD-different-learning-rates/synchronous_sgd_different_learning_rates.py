@@ -24,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import scheme_flags, tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -35,45 +36,61 @@ def main():
     # every worker, so the real data sets' 3000 steps are the baseline's 6000
     # minibatches; and it averages two gradients, so the rate there is
     # 2 × 0.2, as for a batch twice as large (see README.md).
-    parser = cli.make_parser(__doc__, __file__, train_steps=(1000, 3000),
-                             learning_rate=(0.2, 0.4))
-    parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,
+    parser = flags.make_parser(
+        __doc__, __file__,
+        train_steps=flags.ByDataset(synthetic=1000, real=3000),
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.4))
+    parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="gradients averaged into each update (default: "
                              "one per worker)")
-    parser.add_argument("--learning_rates", type=cli.positive_floats,
+    parser.add_argument("--learning_rates", type=flags.positive_floats,
                         help="comma-separated rates, one per worker, in task "
                              "order (default: --learning_rate for every worker)")
     parser.add_argument("--optimizer", choices=("adam", "momentum", "sgd"),
                         default="sgd",
                         help="the update the ps applies to the averaged, "
                              "scaled gradients")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # Distributed: R is every worker by default, and at most that many, or no
     # update would ever complete.
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)
+    replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
+                                                  task.num_workers)
     # Distributed: one rate per worker (by default --learning_rate for all),
     # each task picking its own below.
     rates = args.learning_rates or [args.learning_rate] * task.num_workers
     if len(rates) != task.num_workers:
-        raise cli.UsageError(
+        raise flags.UsageError(
             f"--learning_rates gives {len(rates)} rates for {task.num_workers} "
             f"workers; give one per worker")
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks, `sync`
-    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
-    # gradients, and `evaluator` the loop of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report, sync
+    # Distributed: guide.distributed holds what the cluster adds: `counters`
+    # tallies kept on the ps, `evaluator` the evaluator task's loop,
+    # `placement` where each task computes, `protocol` how the tasks start and
+    # stop, `recovery` restarts, `sync` SyncReplicasOptimizer's helpers.
+    from guide.distributed import (
+        counters,
+        evaluator,
+        placement,
+        protocol,
+        recovery,
+        sync,
+    )
+    from guide.training import model, monitored, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -81,16 +98,16 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the variables placed on it, and
     # aggregates the gradients; unlike server.join(), this returns once every
     # worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker takes its own slice of the training set, and
     # its own batch order, so no two workers train on the same minibatch.
     shard = data.shard(dataset.train_images, dataset.train_labels,
@@ -145,13 +162,14 @@ def main():
     release_waiters = sync.release_token_waiters(optimizer, global_step, task)
     # Distributed: how many gradients wait in the accumulator unused, which
     # the count of dropped gradients leaves out.
-    left_over = sync.gradients_waiting(classifier.mlp.hidden_weights)
+    left_over = sync.pending_gradient_count(
+        accumulator_of=classifier.mlp.hidden_weights)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the variables on the ps, or resumes
     # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     # Distributed: the chief's hook starts the thread that applies the
     # averaged updates, and hands out tokens, one per worker after each
     # update; a worker takes one before each step.
@@ -164,21 +182,21 @@ def main():
                                  # Distributed: only the chief writes summaries,
                                  # among them how many gradients were dropped
                                  # as stale.
-                                 summary_dir=args.logdir if task.is_chief else None,
+                                 summary_dir=logdir if task.is_chief else None,
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
     # Distributed: only the chief tracks test accuracy, with --eval_every,
     # counting R minibatches a step.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
-            args, global_step, classifier, dataset,
+            logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # gradients that will not come, until the session's close ends
@@ -186,16 +204,19 @@ def main():
             stop_grace_period_secs=0) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
         # Distributed: let any worker still waiting for a token finish.
-        cluster.run_without_hooks(session, release_waiters)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        monitored.run_without_hooks(session, release_waiters)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
@@ -207,17 +228,21 @@ def main():
         if task.is_chief:
             computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "synchronous-sgd-different-learning-rates",
-                classifier, dataset, global_step, wall_s,
-                workers=task.num_workers, ps=task.num_ps,
-                examples_per_step=examples_per_step,
+                session, logdir, settings,
+                "synchronous-sgd-different-learning-rates", classifier, dataset,
+                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                start_step=resume.start_step, examples_per_step=examples_per_step,
                 optimizer=args.optimizer, learning_rates=rates,
-                replicas_to_aggregate=replicas,
-                gradients_computed=computed, gradients_dropped=dropped)
+                replicas_to_aggregate=replicas, gradients_computed=computed,
+                gradients_dropped=dropped)
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

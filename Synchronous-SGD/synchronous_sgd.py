@@ -22,7 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from guide import cli, config, data
+from guide.distributed import scheme_flags, tf_config
+from guide.training import data, flags, logdirs
 
 
 def main():
@@ -33,9 +34,11 @@ def main():
     # steps are the baseline's 6000 minibatches; and it averages two
     # gradients, so the rate there is 2 × 0.2, as for a batch twice as large
     # (see README.md).
-    parser = cli.make_parser(__doc__, __file__, train_steps=(1000, 3000),
-                             learning_rate=(0.2, 0.4))
-    parser.add_argument("--replicas_to_aggregate", type=cli.positive_int,
+    parser = flags.make_parser(
+        __doc__, __file__,
+        train_steps=flags.ByDataset(synthetic=1000, real=3000),
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.4))
+    parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="gradients averaged into each update (default: "
                              "one per worker)")
     parser.add_argument("--exact", action="store_true",
@@ -43,17 +46,20 @@ def main():
                              "worker, each from its slice of the same global "
                              "batch of --batch_size examples: the run then "
                              "follows Non-Distributed_Setup.py step for step")
-    args = cli.parse(parser)
+    args = flags.parse(parser)
+    logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: this task's place in the cluster, from TF_CONFIG if it is
     # set, else from the cluster flags.
-    task = config.resolve(args, os.environ)
+    task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
+                                  args.job_name, args.task_index)
     # Distributed: R is every worker by default, and at most that many, or no
     # update would ever complete; --exact needs one gradient from every
     # worker, each from an equal slice of the global batch.
-    replicas = cli.replicas_to_aggregate(args, task.num_workers)
+    replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
+                                                  task.num_workers)
     if args.exact and (replicas != task.num_workers
                        or args.batch_size % task.num_workers):
-        raise cli.UsageError(
+        raise flags.UsageError(
             f"--exact needs --replicas_to_aggregate equal to the number of "
             f"workers and a --batch_size divisible by it, got {replicas} and "
             f"{args.batch_size} for {task.num_workers} workers")
@@ -61,15 +67,26 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `cluster` holds the handshakes between the tasks, `sync`
-    # SyncReplicasOptimizer's helpers, `counters` the ps-side tally of the
-    # gradients, and `evaluator` the loop of an evaluator task.
-    from guide import cluster, counters, evaluator, model, report, sync
+    # Distributed: guide.distributed holds what the cluster adds: `counters`
+    # tallies kept on the ps, `evaluator` the evaluator task's loop,
+    # `placement` where each task computes, `protocol` how the tasks start and
+    # stop, `recovery` restarts, `sync` SyncReplicasOptimizer's helpers.
+    from guide.distributed import (
+        counters,
+        evaluator,
+        placement,
+        protocol,
+        recovery,
+        sync,
+    )
+    from guide.training import model, monitored, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
+    tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(args)
+        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
+        return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: a ClusterSpec names every task, and each process runs a
@@ -77,16 +94,16 @@ def main():
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=cluster.session_config(task))
+        config=placement.session_config(task))
     # Distributed: a ps only serves the variables placed on it, and
     # aggregates the gradients; unlike server.join(), this returns once every
     # worker has said it is done.
     if task.job_name == "ps":
-        cluster.serve_until_workers_done(server, task)
+        protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker's own shard, or its slice of the global batch ---
-    dataset = data.load(args)
+    dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     # Distributed: each worker trains on examples of its own. With --exact,
     # every worker draws the same global batches as the baseline does and
     # trains on its own rows of each, so that one update averages the
@@ -140,7 +157,8 @@ def main():
     release_waiters = sync.release_token_waiters(optimizer, global_step, task)
     # Distributed: how many gradients wait in the accumulator unused, which
     # the count of dropped gradients leaves out.
-    left_over = sync.gradients_waiting(classifier.mlp.hidden_weights)
+    left_over = sync.pending_gradient_count(
+        accumulator_of=classifier.mlp.hidden_weights)
     # Distributed: with --exact, a barrier after each step keeps a fast worker
     # from sending a second gradient to the same step; it counts rounds, so
     # a restarted worker rejoins the round it left.
@@ -151,8 +169,8 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the variables on the ps, or resumes
     # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/cluster.py).
-    scaffold = cluster.resumable_scaffold(task, args, global_step)
+    # poll (guide/distributed/recovery.py).
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     # Distributed: the chief's hook starts the thread that applies the
     # averaged updates, and hands out tokens, one per worker after each
     # update; a worker takes one before each step.
@@ -165,21 +183,21 @@ def main():
                                  # Distributed: only the chief writes summaries,
                                  # among them how many gradients were dropped
                                  # as stale.
-                                 summary_dir=args.logdir if task.is_chief else None,
+                                 summary_dir=logdir if task.is_chief else None,
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
     # Distributed: only the chief tracks test accuracy, with --eval_every,
     # counting R minibatches a step.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
-            args, global_step, classifier, dataset,
+            logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
     with tf.compat.v1.train.MonitoredTrainingSession(
             # Distributed: the session runs through this task's server; only
             # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=cluster.session_config(task), scaffold=scaffold,
-            checkpoint_dir=args.logdir, hooks=hooks,
+            config=placement.session_config(task), scaffold=resume.scaffold,
+            checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             # Distributed: the chief's update thread is blocked waiting for
             # gradients that will not come, until the session's close ends
@@ -187,7 +205,7 @@ def main():
             stop_grace_period_secs=0) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
-            cluster.announce_chief_ready(server, task)
+            protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
@@ -197,12 +215,15 @@ def main():
                                                   batch_labels[rows]))
             # Distributed: with --exact, one gradient per worker per step.
             if barrier is not None:
-                cluster.run_without_hooks(session, barrier)
+                monitored.run_without_hooks(session, barrier)
         # Distributed: let any worker still waiting for a token finish.
-        cluster.run_without_hooks(session, release_waiters)
-        # Distributed: the chief waits until every worker has stopped, so its
-        # time and its result cover the whole run.
-        cluster.training_finished(server, task)
+        monitored.run_without_hooks(session, release_waiters)
+        # Distributed: the other workers say they have stopped, and the chief
+        # waits for them, so its time and its result cover the whole run.
+        if task.is_chief:
+            protocol.wait_for_workers_to_finish(server, task)
+        else:
+            protocol.report_training_finished(server, task)
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
@@ -214,15 +235,19 @@ def main():
         if task.is_chief:
             computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
+            settings = dict(
+                dataset=args.dataset, train_steps=args.train_steps,
+                batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, args, "synchronous-sgd", classifier, dataset,
+                session, logdir, settings, "synchronous-sgd", classifier, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
-                examples_per_step=examples_per_step,
+                start_step=resume.start_step, examples_per_step=examples_per_step,
                 replicas_to_aggregate=replicas, exact=args.exact,
                 gradients_computed=computed, gradients_dropped=dropped)
     # Distributed: tells the ps this worker is done, so that it can exit.
-    cluster.signal_done(server, task)
+    protocol.signal_done(server, task)
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    sys.exit(flags.run_main(main))

@@ -12,8 +12,8 @@ sys.path.insert(0, REPO)
 # The examples, and how each scheme talks to the ps, which decides its flags
 # and how its communication rounds are counted.
 from guide import examples  # noqa: E402
-from guide.cli import UsageError  # noqa: E402
 from guide.examples import SYNC, SYNC_WINDOW, WINDOW  # noqa: E402
+from guide.training.flags import UsageError  # noqa: E402
 
 DESCRIPTION = ("Benchmark: every scheme on the same work, side by side with "
                "the baseline.")

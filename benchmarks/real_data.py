@@ -38,8 +38,8 @@ import plan  # noqa: E402
 import runner  # noqa: E402
 import write  # noqa: E402
 
-from guide.cli import UsageError  # noqa: E402
 from guide.examples import SYNC, SYNC_WINDOW  # noqa: E402
+from guide.training.flags import UsageError  # noqa: E402
 
 REPO = plan.REPO
 TARGETS = (0.97, 0.98)

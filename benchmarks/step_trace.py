@@ -35,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from guide import model  # noqa: E402
+from guide.training import model  # noqa: E402
 from launcher.options import free_ports  # noqa: E402
 
 WINDOW = 8

@@ -1,6 +1,7 @@
-"""Plumbing shared by every example: flags, data, the model, results.
-
-Nothing in here is about distribution except `guide.cluster`, which holds the
-start-up and shut-down handshakes every distributed example repeats. Modules
-that do not need TensorFlow do not import it, so flag errors stay fast.
+"""Plumbing shared by the examples. `guide.training` holds what any training
+script needs (flags, data, model, report, logdir); `guide.distributed` what a
+cluster adds (the task's place in it, the start and stop protocol, recovery,
+the schemes' shared pieces). `guide.examples` is the table of the examples,
+`guide/board.py` TensorBoard over their runs. Importing a module changes no
+global state; those that need no TensorFlow do not import it.
 """

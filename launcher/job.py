@@ -53,7 +53,8 @@ import sys
 import threading
 import time
 
-from guide import cli, logdirs
+from guide.training import logdirs
+from guide.training.flags import UsageError
 
 from . import PROG, network
 from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
@@ -325,7 +326,7 @@ def main(argv):
         job_network = network.choose(
             options.network, task_count(options),
             argv + full_args[len(script_args):])
-    except (LaunchError, cli.UsageError, network.NetworkError) as error:
+    except (LaunchError, UsageError, network.NetworkError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     if isinstance(job_network, int):

@@ -1,17 +1,17 @@
 """Which task am I: TF_CONFIG and the classic flags, and their errors."""
 
 import json
-import types
 
 import pytest
 
-from guide import cli, config
-from guide.cli import UsageError
+from guide.distributed import tf_config as config
+from guide.training import flags, logdirs
+from guide.training.flags import UsageError
 
 
-def flags(ps_hosts="", worker_hosts="", job_name="", task_index=0):
-    return types.SimpleNamespace(ps_hosts=ps_hosts, worker_hosts=worker_hosts,
-                                 job_name=job_name, task_index=task_index)
+def cluster_flags(ps_hosts="", worker_hosts="", job_name="", task_index=0):
+    """The values of --ps_hosts, --worker_hosts, --job_name, --task_index."""
+    return ps_hosts, worker_hosts, job_name, task_index
 
 
 def tf_config(cluster, task_type, index):
@@ -23,28 +23,28 @@ CLUSTER = {"ps": ["127.0.0.1:1000"], "worker": ["127.0.0.1:1001", "127.0.0.1:100
 
 
 def test_flags_give_the_cluster_and_the_task():
-    task = config.resolve(flags("h:1", "h:2,h:3", "worker", 1), {})
+    task = config.resolve_task({}, *cluster_flags("h:1", "h:2,h:3", "worker", 1))
     assert task.cluster == {"ps": ["h:1"], "worker": ["h:2", "h:3"]}
     assert (task.name, task.num_ps, task.num_workers, task.is_chief) == \
         ("worker:1", 1, 2, False)
 
 
 def test_tf_config_wins_over_flags():
-    task = config.resolve(flags("h:1", "h:2", "ps", 0),
-                          tf_config(CLUSTER, "worker", 0))
+    task = config.resolve_task(tf_config(CLUSTER, "worker", 0),
+                               *cluster_flags("h:1", "h:2", "ps", 0))
     assert task.cluster == CLUSTER and task.is_chief
 
 
 def test_a_chief_entry_becomes_worker_0():
     cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]}
-    chief = config.resolve(flags(), tf_config(cluster, "chief", 0))
-    second = config.resolve(flags(), tf_config(cluster, "worker", 1))
+    chief = config.resolve_task(tf_config(cluster, "chief", 0), *cluster_flags())
+    second = config.resolve_task(tf_config(cluster, "worker", 1), *cluster_flags())
     assert chief.cluster["worker"] == ["c:1", "w:1", "w:2"] and chief.is_chief
     assert second.name == "worker:2"
 
 
 def test_a_task_index_of_digits_reads_as_tensorflow_reads_it():
-    task = config.resolve(flags(), tf_config(CLUSTER, "worker", "1"))
+    task = config.resolve_task(tf_config(CLUSTER, "worker", "1"), *cluster_flags())
     assert task.task_index == 1 and task.name == "worker:1"
 
 
@@ -57,9 +57,9 @@ def test_a_tfjob_tf_config_with_chief_evaluator_and_environment():
                "worker": ["j-worker-0.ns.svc:2222", "j-worker-1.ns.svc:2222"]}
 
     def resolve(task_type, index):
-        return config.resolve(flags(), {"TF_CONFIG": json.dumps(
+        return config.resolve_task({"TF_CONFIG": json.dumps(
             {"cluster": cluster, "task": {"type": task_type, "index": index},
-             "environment": "cloud"}, separators=(",", ":"))})
+             "environment": "cloud"}, separators=(",", ":"))}, *cluster_flags())
 
     chief, worker, evaluator = (resolve("chief", 0), resolve("worker", 1),
                                 resolve("evaluator", 0))
@@ -85,21 +85,21 @@ def test_a_tfjob_tf_config_with_chief_evaluator_and_environment():
 def test_bad_tf_config_is_one_clear_error(environ, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(
             ")", r"\)")) as error:
-        config.resolve(flags(), environ)
+        config.resolve_task(environ, *cluster_flags())
     assert "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("args, message", [
-    (flags(), "no cluster given"),
-    (flags("h:1", "h:2", "chief", 0), "job name 'chief'"),
-    (flags("h:1", "h:2", "worker", 1), "task index 1 from --job_name/--task_index "
-                                       "is out of range"),
-    (flags("h:1", "h:2", "worker", -1), "out of range"),
-    (flags("h:1", "h:99999", "worker", 0), "is not host:port"),
+    (cluster_flags(), "no cluster given"),
+    (cluster_flags("h:1", "h:2", "chief", 0), "job name 'chief'"),
+    (cluster_flags("h:1", "h:2", "worker", 1),
+     "task index 1 from --job_name/--task_index is out of range"),
+    (cluster_flags("h:1", "h:2", "worker", -1), "out of range"),
+    (cluster_flags("h:1", "h:99999", "worker", 0), "is not host:port"),
 ])
 def test_bad_flags_are_one_clear_error(args, message):
     with pytest.raises(UsageError, match=message):
-        config.resolve(args, {})
+        config.resolve_task({}, *args)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -111,24 +111,37 @@ def test_bad_flags_are_one_clear_error(args, message):
     (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
 ])
 def test_bad_common_flags_are_one_clear_error(argv, message, tmp_path):
-    parser = cli.make_parser("Doc.", str(tmp_path / "script.py"))
+    parser = flags.make_parser("Doc.", str(tmp_path / "script.py"))
     with pytest.raises(UsageError, match=message):
-        cli.parse(parser, argv)
+        flags.parse(parser, argv)
 
 
 def test_defaults_give_a_fresh_logdir_under_the_example(tmp_path):
-    parser = cli.make_parser("Doc.", str(tmp_path / "script.py"))
-    args = cli.parse(parser, ["--train_steps", "50"])
-    assert args.logdir.startswith(str(tmp_path / "runs"))
-    assert args.log_every == 5
+    parser = flags.make_parser("Doc.", str(tmp_path / "script.py"))
+    args = flags.parse(parser, ["--train_steps", "50"])
+    assert args.logdir is None and args.log_every == 5
+    logdir = logdirs.new_run_folder(str(tmp_path / "script.py"))
+    assert logdir.startswith(str(tmp_path / "runs"))
+    assert logdirs.check(logdir) == logdir
+
+
+def test_defaults_by_dataset_apply_only_to_flags_left_alone(tmp_path):
+    parser = flags.make_parser(
+        "Doc.", str(tmp_path / "script.py"),
+        train_steps=flags.ByDataset(synthetic=10, real=30),
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.8))
+    synthetic = flags.parse(parser, [])
+    real = flags.parse(parser, ["--dataset", "mnist", "--learning_rate=0.5"])
+    assert (synthetic.train_steps, synthetic.learning_rate) == (10, 0.2)
+    assert (real.train_steps, real.learning_rate) == (30, 0.5)
 
 
 PSS_CLUSTER = {"chief": ["c:1"], "ps": ["p:1"], "worker": ["w:1", "w:2"]}
 
 
 def test_a_coordinated_cluster_keeps_its_chief_apart():
-    chief = config.resolve_coordinated(tf_config(PSS_CLUSTER, "chief", 0))
-    worker = config.resolve_coordinated(tf_config(PSS_CLUSTER, "worker", "1"))
+    chief = config.resolve_coordinated_task(tf_config(PSS_CLUSTER, "chief", 0))
+    worker = config.resolve_coordinated_task(tf_config(PSS_CLUSTER, "worker", "1"))
     assert chief.cluster == PSS_CLUSTER and chief.is_chief
     assert (chief.num_workers, chief.num_ps) == (2, 1)
     assert worker.name == "worker:1" and not worker.is_chief
@@ -151,5 +164,5 @@ def test_a_coordinated_cluster_keeps_its_chief_apart():
 def test_a_bad_coordinated_tf_config_is_one_clear_error(environ, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(
             ")", r"\)")) as error:
-        config.resolve_coordinated(environ)
+        config.resolve_coordinated_task(environ)
     assert "\n" not in str(error.value)

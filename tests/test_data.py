@@ -6,15 +6,14 @@ import os
 import struct
 import subprocess
 import sys
-import types
 import zipfile
 import zlib
 
 import numpy as np
 import pytest
 
-from guide import data
-from guide.cli import UsageError
+from guide.training import data
+from guide.training.flags import UsageError
 
 
 def fake_mnist(train=60, test=20, seed=1):
@@ -73,8 +72,7 @@ def test_mnist_from_npz(tmp_path):
 
 def test_load_reads_mnist_when_asked(tmp_path):
     write_idx_fixture(tmp_path, fake_mnist())
-    args = types.SimpleNamespace(dataset="mnist", data_dir=str(tmp_path), seed=0)
-    assert len(data.load(args).test_labels) == 20
+    assert len(data.load("mnist", str(tmp_path)).test_labels) == 20
 
 
 def test_missing_mnist_names_the_files_and_the_fix(tmp_path):
@@ -381,8 +379,9 @@ MEMORY_LIMIT = 512 * MIB
 READ_UNDER_LIMIT = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-from guide import cli, data
-cli.run_main(lambda: print(len(data.real("mnist", sys.argv[1]).train_labels)))
+from guide.training import data, flags
+sys.exit(flags.run_main(
+    lambda: print(len(data.real("mnist", sys.argv[1]).train_labels))))
 """
 
 
@@ -418,8 +417,7 @@ def test_fashion_mnist_from_the_keras_cache(tmp_path, monkeypatch):
     arrays = fake_mnist(seed=5)
     write_idx_fixture(folder, arrays)
     monkeypatch.setattr(data, "keras_loader", forbidden_download)
-    args = types.SimpleNamespace(dataset="fashion_mnist", data_dir=None, seed=0)
-    dataset = data.load(args)
+    dataset = data.load("fashion_mnist")
     assert np.array_equal(dataset.train_labels, arrays[1])
 
 
@@ -489,9 +487,7 @@ def test_offline_with_nothing_cached_names_the_folder_and_flag(tmp_path,
 
 def test_validation_holds_out_the_last_training_examples():
     full = data.synthetic(0)
-    args = types.SimpleNamespace(dataset="synthetic", data_dir=None, seed=0,
-                                 validation=True)
-    held_out = data.load(args)
+    held_out = data.load("synthetic", seed=0, validation=True)
     assert len(held_out.train_labels) == len(full.train_labels) - 5000
     assert np.array_equal(held_out.test_images, full.train_images[-5000:])
     assert not np.array_equal(held_out.test_labels[:100], full.test_labels[:100])

@@ -10,7 +10,7 @@ import pytest
 
 import reference
 from conftest import PYTHON, read_result, run, run_together
-from guide import data
+from guide.training import data
 
 SEED = 3
 BATCH = 20

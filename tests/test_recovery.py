@@ -7,7 +7,6 @@ import re
 import select
 import signal
 import time
-import types
 
 import pytest
 
@@ -159,24 +158,25 @@ def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
 def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
     import tensorflow as tf
 
-    from guide import cli, logdirs
+    from guide.training import logdirs
+    from guide.training.flags import UsageError
 
-    args = types.SimpleNamespace(logdir=str(tmp_path))
+    logdir = str(tmp_path)
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([3]), name="weights")
-        logdirs.claim(args, "one.py")
+        logdirs.claim(logdir, "one.py")
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"))
-        logdirs.claim(args, "one.py")  # its own checkpoint: resumes
-        with pytest.raises(cli.UsageError, match="holds a checkpoint of one.py"):
-            logdirs.claim(args, "two.py")
+        logdirs.claim(logdir, "one.py")  # its own checkpoint: resumes
+        with pytest.raises(UsageError, match="holds a checkpoint of one.py"):
+            logdirs.claim(logdir, "two.py")
     with tf.Graph().as_default():
         tf.compat.v1.Variable(tf.zeros([4]), name="weights")
-        with pytest.raises(cli.UsageError,
+        with pytest.raises(UsageError,
                            match=r"another model \(1 variable\(s\) differ, "
                                  r"e\.g\. weights\)"):
-            logdirs.claim(args, "one.py")
+            logdirs.claim(logdir, "one.py")
 
 
 def test_sagn_survives_a_killed_worker_and_chief(run_dir):

@@ -78,7 +78,7 @@ def test_readmes_list_the_scheme_tags(folder, tags):
     assert tags <= set(readme_tags(folder))
 
 
-# TensorFlow (which guide.report and TensorBoard's reader import) is
+# TensorFlow (which guide.training.report and TensorBoard's reader import) is
 # imported only by the tests that use it, not when test_examples.py
 # imports this module.
 
@@ -86,7 +86,7 @@ def test_readmes_list_the_scheme_tags(folder, tags):
 def test_commit_log_staleness_is_per_interval():
     import tensorflow as tf
 
-    from guide import counters
+    from guide.distributed import counters
     with tf.Graph().as_default():
         log = counters.CommitLog(SimpleNamespace(task_index=0, num_workers=2))
     first = log.scalars([np.array([2, 1]), np.array([0, 6])])
@@ -99,7 +99,7 @@ def test_commit_log_staleness_is_per_interval():
 
 
 def test_commit_record_counts_staleness_in_minibatches():
-    from guide import counters
+    from guide.distributed import counters
     record = counters.CommitRecord(None, None, None, num_workers=2,
                                  steps_per_commit=4)
     workers, staleness = np.array([0, 1, 0, 0, 0]), np.array([0, 1, 1, 0, 0])
@@ -109,7 +109,7 @@ def test_commit_record_counts_staleness_in_minibatches():
 
 
 def test_dropped_gradients_per_step():
-    from guide import counters
+    from guide.distributed import counters
     dropped = counters.DroppedGradients(None, None, None, replicas=2)
     # 3 workers, 2 averaged per step: 10 steps, 31 computed, 1 waiting.
     assert dropped.scalars([np.array([11, 10, 10]), 10, 1]) == {

@@ -7,7 +7,7 @@ by name and compare them with a NumPy re-implementation.
 
 import tensorflow as tf
 
-from guide.data import IMAGE_SIZE, NUM_CLASSES
+from guide.training.data import IMAGE_SIZE, NUM_CLASSES
 
 HIDDEN_UNITS = 128
 
@@ -16,7 +16,7 @@ class MLP:
     """The model's variables, created in the caller's device scope.
 
     They are `tf.compat.v1.Variable`s, so that a variable creator scope can
-    decide their collections: `cluster.local_variables` makes a worker's
+    decide their collections: `placement.local_variables` makes a worker's
     private copy of the model this way.
     """
 

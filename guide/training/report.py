@@ -8,12 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from guide import cluster
-
-# TensorFlow's Python warnings about deprecated v1 APIs, and its complaint
-# that an asynchronous global step did not move between two reads, are noise
-# in these examples; errors still show.
-tf.get_logger().setLevel("ERROR")
+from guide.training.monitored import run_without_hooks
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
@@ -80,13 +75,15 @@ _eager_writers = {}
 
 def write_scalars(logdir, step, scalars):
     """Writes `{tag: value}` to TensorBoard's event file in `logdir`, at
-    global step `step`. The tags are the same in every example, so that the
-    runs of different schemes overlay in one chart."""
+    global step `step`, and flushes it, so that no exit path loses it. The
+    tags are the same in every example, so that the runs of different
+    schemes overlay in one chart."""
     if not tf.executing_eagerly():
         writer = tf.compat.v1.summary.FileWriterCache.get(logdir)
         writer.add_summary(tf.compat.v1.Summary(value=[
             tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
             for tag, value in scalars.items()]), int(step))
+        writer.flush()
         return
     # An eager program (Parameter-Server-Strategy) cannot use a v1 FileWriter.
     if logdir not in _eager_writers:
@@ -99,17 +96,17 @@ def write_scalars(logdir, step, scalars):
 
 
 class AccuracyCurve:
-    """Test accuracy as training goes, for `--eval_every`: points of (seconds
-    since the start, global step, examples seen, accuracy), written to
-    `<logdir>/accuracy_curve.json`, and each point as `test_accuracy` (and
-    `test_loss`, when measured) to TensorBoard. `examples_per_step` is as in
-    `evaluate_and_write`."""
+    """Test accuracy as training goes, measured every `every` global steps
+    (0: never): points of (seconds since the start, global step, examples
+    seen, accuracy), written to `<logdir>/accuracy_curve.json`, and each
+    point as `test_accuracy` (and `test_loss`, when measured) to
+    TensorBoard. `examples_per_step`: training examples per global step."""
 
-    def __init__(self, args, examples_per_step=None):
-        self.every = args.eval_every
-        self._logdir = args.logdir
-        self._path = os.path.join(args.logdir, "accuracy_curve.json")
-        self._examples_per_step = examples_per_step or args.batch_size
+    def __init__(self, logdir, every, examples_per_step):
+        self.every = every
+        self._logdir = logdir
+        self._path = os.path.join(logdir, "accuracy_curve.json")
+        self._examples_per_step = examples_per_step
         self._points = []
         self._start = time.perf_counter()
         self._next_step = 0
@@ -118,7 +115,7 @@ class AccuracyCurve:
         self._start = time.perf_counter()
 
     def due(self, step):
-        """Whether `step` has reached the next multiple of --eval_every."""
+        """Whether `step` has reached the next multiple of `every`."""
         return bool(self.every) and step >= self._next_step
 
     def measure(self, step, evaluate):
@@ -148,14 +145,14 @@ class AccuracyCurve:
 
 
 class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
-    """An `AccuracyCurve` kept by a MonitoredSession: measured when the
-    session starts, then whenever the global step passes a multiple of
-    `--eval_every`, and written when the session closes. Does nothing when
-    `--eval_every` is 0."""
+    """An `AccuracyCurve` of `classifier` on `dataset`'s test set, kept by a
+    MonitoredSession: measured when the session starts, then whenever the
+    global step passes a multiple of `every`, and written when the session
+    closes. Does nothing when `every` is 0."""
 
-    def __init__(self, args, global_step, classifier, dataset,
-                 examples_per_step=None):
-        self._curve = AccuracyCurve(args, examples_per_step)
+    def __init__(self, logdir, every, global_step, classifier, dataset, *,
+                 examples_per_step):
+        self._curve = AccuracyCurve(logdir, every, examples_per_step)
         self._global_step = global_step
         self._measured = [classifier.loss, classifier.accuracy]
         self._feed = classifier.feed(dataset.test_images, dataset.test_labels)
@@ -204,7 +201,7 @@ def save_local_copy(session, variables, logdir):
     Checkpoints hold only the global state; this keeps the chief's local
     copy θ too, for the schemes where it differs from the central one.
     """
-    values = cluster.run_without_hooks(session, variables)
+    values = run_without_hooks(session, variables)
     os.makedirs(logdir, exist_ok=True)
     np.savez(os.path.join(logdir, "local_copy.npz"),
              **{variable.op.name.split("/", 1)[1]: value
@@ -218,31 +215,32 @@ def _shown(value):
     return value
 
 
-def evaluate_and_write(session, args, algorithm, classifier, dataset,
-                       global_step, wall_s, *, workers, ps, examples_per_step=None,
-                       **extra):
-    """The chief's last act: test-set evaluation, the RESULT line, result.json.
-
-    `examples_per_step` is how many training examples one global step
-    consumed (default: one minibatch); `extra` adds scheme-specific fields.
-    """
-    test_loss, test_accuracy, step = cluster.run_without_hooks(
+def evaluate_and_write(session, logdir, settings, algorithm, classifier,
+                       dataset, global_step, wall_s, **fields):
+    """The chief's last act: evaluates `classifier` on `dataset`'s test set,
+    then `write_result`."""
+    test_loss, test_accuracy, step = run_without_hooks(
         session, [classifier.loss, classifier.accuracy, global_step],
         classifier.feed(dataset.test_images, dataset.test_labels))
-    return write_result(args, algorithm, step, test_loss, test_accuracy, wall_s,
-                        workers=workers, ps=ps, examples_per_step=examples_per_step,
-                        **extra)
+    return write_result(logdir, settings, algorithm, step, test_loss,
+                        test_accuracy, wall_s, **fields)
 
 
-def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
-                 workers, ps, examples_per_step=None, **extra):
-    """Prints the RESULT line and writes result.json from measured values,
-    and the final test figures to TensorBoard."""
-    write_scalars(args.logdir, step, {"test_accuracy": test_accuracy,
-                                      "test_loss": test_loss})
-    # Only the steps this run made: a resumed run started at args.start_step.
-    examples = (step - getattr(args, "start_step", 0)) * (
-        examples_per_step or args.batch_size)
+def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
+                 wall_s, *, workers, ps, start_step=0, examples_per_step=None,
+                 **extra):
+    """Prints the RESULT line and writes `<logdir>/result.json` from measured
+    values, and the final test figures to TensorBoard.
+
+    `settings` is the run's {dataset, train_steps, batch_size,
+    learning_rate, seed, validation}, as the flags gave them. The examples
+    counted are those of the steps after `start_step` (where a resumed run
+    started), `examples_per_step` each (default: one minibatch); `extra`
+    adds scheme-specific fields.
+    """
+    write_scalars(logdir, step, {"test_accuracy": test_accuracy,
+                                 "test_loss": test_loss})
+    examples = (step - start_step) * (examples_per_step or settings["batch_size"])
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
         "global_step": int(step),
@@ -250,14 +248,12 @@ def write_result(args, algorithm, step, test_loss, test_accuracy, wall_s, *,
         "test_loss": round(float(test_loss), 4),
         "wall_s": round(wall_s, 2), "examples": int(examples),
         "examples_per_s": round(examples / wall_s, 1),
-        "dataset": args.dataset, "train_steps": args.train_steps,
-        "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-        "seed": args.seed,
-        **({"evaluated_on": "validation"} if getattr(args, "validation", False)
-           else {}),
+        **{name: settings[name] for name in
+           ("dataset", "train_steps", "batch_size", "learning_rate", "seed")},
+        **({"evaluated_on": "validation"} if settings["validation"] else {}),
         **extra}
-    os.makedirs(args.logdir, exist_ok=True)
-    with open(os.path.join(args.logdir, "result.json"), "w") as stream:
+    os.makedirs(logdir, exist_ok=True)
+    with open(os.path.join(logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
         stream.write("\n")
     print("RESULT " + " ".join(f"{key}={_shown(value)}"

@@ -5,12 +5,12 @@
 - `release_token_waiters`: so that no worker waits for a token at the end.
 - `step_barrier`: one gradient or commit per worker per step, kept in
   rounds, so that a restarted worker rejoins the round it left.
-- `gradients_waiting`: for the count of gradients dropped as stale.
+- `pending_gradient_count`: for the count of gradients dropped as stale.
 """
 
 import tensorflow as tf
 
-from guide import cluster
+from guide.distributed.protocol import shared_queue
 
 
 class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
@@ -76,20 +76,23 @@ def release_token_waiters(optimizer, global_step, task):
         tf.fill([max(task.num_workers - 1, 0)], global_step.read_value()))
 
 
-def gradients_waiting(optimizer_variable):
-    """Op: how many gradients SyncReplicasOptimizer's accumulator for this
-    variable holds that no update has used yet (found by its shared name)."""
-    with tf.compat.v1.device(optimizer_variable.device):
+def pending_gradient_count(*, accumulator_of):
+    """Op: how many gradients SyncReplicasOptimizer holds that no update has
+    used yet, read from its accumulator for the trained variable
+    `accumulator_of` (found by its shared name; every trained variable's
+    accumulator gets one gradient per commit, so any one will do)."""
+    variable = accumulator_of
+    with tf.compat.v1.device(variable.device):
         return tf.compat.v1.ConditionalAccumulator(
-            optimizer_variable.dtype.base_dtype, shape=optimizer_variable.shape,
-            shared_name=optimizer_variable.name + "/grad_accum").num_accumulated()
+            variable.dtype.base_dtype, shape=variable.shape,
+            shared_name=variable.name + "/grad_accum").num_accumulated()
 
 
 def _barrier_inbox(index):
     """Worker `index`'s inbox for `step_barrier`, on ps 0: (sender, round)
     pairs. Room for far more than the two rounds a sender can be ahead, plus
     one token per restart, so that an arrival never blocks."""
-    return cluster.shared_queue(f"step_barrier_rounds_{index}", 1 << 16,
+    return shared_queue(f"step_barrier_rounds_{index}", 1 << 16,
                                 dtypes=(tf.int32, tf.int64))
 
 

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from guide import cluster
+from guide.training.monitored import run_without_hooks
 
 
 def counter(name, shape=()):
@@ -74,7 +74,7 @@ class CommitLog:
 
     def results(self, session):
         """`commits` (a list, one count per worker) and `mean_staleness`."""
-        commits, staleness_sum = cluster.run_without_hooks(
+        commits, staleness_sum = run_without_hooks(
             session, [self.commits, self.staleness_sum])
         mean = staleness_sum.sum() / max(commits.sum(), 1)
         return {"commits": [int(count) for count in commits],
@@ -93,19 +93,19 @@ class WorkerCounter:
         self.increment = tf.compat.v1.scatter_add(self.counts, [task.task_index],
                                                   [1])
 
-    def dropped_summaries(self, global_step, waiting, replicas):
+    def dropped_summaries(self, global_step, pending, replicas):
         """For `ProgressHook`: the `gradients_dropped` scalar, as in
         `read_with_dropped`."""
-        return DroppedGradients(self.counts, global_step, waiting, replicas)
+        return DroppedGradients(self.counts, global_step, pending, replicas)
 
-    def read_with_dropped(self, session, global_step, waiting, replicas):
+    def read_with_dropped(self, session, global_step, pending, replicas):
         """For counted gradients (or commits) of a SyncReplicasOptimizer job:
         the counts per worker, and how many were never averaged into an
-        update, dropped as stale: counted − R × global steps − those still
-        `waiting` in the accumulator (`sync.gradients_waiting`). An upper
-        bound, if a step ever averaged more than R."""
-        counts, step, left_over = cluster.run_without_hooks(
-            session, [self.counts, global_step, waiting])
+        update, dropped as stale: counted − R × global steps − the `pending`
+        ones still in the accumulator (`sync.pending_gradient_count`). An
+        upper bound, if a step ever averaged more than R."""
+        counts, step, left_over = run_without_hooks(
+            session, [self.counts, global_step, pending])
         return ([int(count) for count in counts],
                 int(counts.sum()) - replicas * int(step) - int(left_over))
 
@@ -115,14 +115,14 @@ class DroppedGradients:
     (or commits) dropped as stale per global step since the last call, from
     counts as in `WorkerCounter.read_with_dropped`."""
 
-    def __init__(self, counts, global_step, waiting, replicas):
-        self.fetches = [counts, global_step, waiting]
+    def __init__(self, counts, global_step, pending, replicas):
+        self.fetches = [counts, global_step, pending]
         self._replicas = replicas
         self._last = (0, 0)
 
     def scalars(self, values):
-        counts, step, waiting = values
-        dropped = int(counts.sum()) - self._replicas * int(step) - int(waiting)
+        counts, step, pending = values
+        dropped = int(counts.sum()) - self._replicas * int(step) - int(pending)
         last_dropped, last_step = self._last
         self._last = (dropped, int(step))
         if int(step) <= last_step:
@@ -165,7 +165,7 @@ def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
     """Writes `<logdir>/commits.json`: every commit in the order the ps
     applied it (worker, staleness τ), and each worker's clock at its last
     pull. Returns the list of commits."""
-    count, workers, staleness, pulls = cluster.run_without_hooks(
+    count, workers, staleness, pulls = run_without_hooks(
         session, [clock, commit_worker, commit_staleness, pulled_at])
     commits = [{"worker": int(worker), "staleness": int(tau)}
                for worker, tau in zip(workers[:count], staleness[:count])]

@@ -8,10 +8,10 @@ as a TFJob with an Evaluator replica sets it, is no part of the training
 cluster: that task only reads the chief's checkpoints. TF_CONFIG's other
 keys, such as TFJob's `"environment": "cloud"`, are ignored.
 
-`resolve_coordinated` reads the other shape, TensorFlow 2's
-ParameterServerStrategy's: TF_CONFIG only, with a "chief" (the coordinator),
-"worker" and "ps" entries, the chief kept apart from the workers. No
-TensorFlow here.
+`resolve_task` gives this task's `TaskConfig`; `resolve_coordinated_task`
+reads the other shape, TensorFlow 2's ParameterServerStrategy's: TF_CONFIG
+only, with a "chief" (the coordinator), "worker" and "ps" entries, the chief
+kept apart from the workers. No TensorFlow here.
 """
 
 import dataclasses
@@ -20,7 +20,7 @@ import json
 import re
 import socket
 
-from guide.cli import UsageError
+from guide.training.flags import UsageError
 
 TF_CONFIG_EXAMPLE = ('{"cluster": {"ps": ["host:port"], "worker": '
                      '["host:port", ...]}, "task": {"type": "worker", '
@@ -46,7 +46,7 @@ class TaskConfig:
 
     @property
     def is_chief(self):
-        # A "chief" job is left in the cluster by resolve_coordinated only.
+        # A "chief" job is left in the cluster by resolve_coordinated_task only.
         return self.job_name == "chief" or (self.job_name == "worker"
                                             and self.task_index == 0)
 
@@ -141,19 +141,20 @@ def check_port_free(address):
         probe.close()
 
 
-def _from_flags(args):
-    if not args.worker_hosts:
+def _from_flags(ps_hosts, worker_hosts, job_name, task_index):
+    if not worker_hosts:
         raise UsageError("no cluster given: pass --ps_hosts, --worker_hosts, "
                          "--job_name and --task_index, or set TF_CONFIG")
-    cluster = {"worker": _host_list(args.worker_hosts.split(","),
-                                    "--worker_hosts")}
-    if args.ps_hosts:
-        cluster["ps"] = _host_list(args.ps_hosts.split(","), "--ps_hosts")
-    return cluster, args.job_name, args.task_index, "--job_name/--task_index"
+    cluster = {"worker": _host_list(worker_hosts.split(","), "--worker_hosts")}
+    if ps_hosts:
+        cluster["ps"] = _host_list(ps_hosts.split(","), "--ps_hosts")
+    return cluster, job_name, task_index, "--job_name/--task_index"
 
 
-def resolve(args, environ):
-    """This task's TaskConfig; TF_CONFIG wins over the flags when both are set.
+def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
+    """This task's TaskConfig, from `environ`'s TF_CONFIG when it is set,
+    else from the cluster flags' values (comma-separated host:port lists,
+    the job name and the task index).
 
     Raises UsageError, naming the problem and the fix, on any bad input.
     """
@@ -161,7 +162,8 @@ def resolve(args, environ):
     if tf_config:
         cluster, job_name, task_index, source = _from_tf_config(tf_config)
     else:
-        cluster, job_name, task_index, source = _from_flags(args)
+        cluster, job_name, task_index, source = _from_flags(
+            ps_hosts, worker_hosts, job_name, task_index)
     # Distributed: the evaluator is no part of training; no task connects to it.
     evaluators = cluster.pop("evaluator", [])
     if job_name == "evaluator" and evaluators:
@@ -195,13 +197,13 @@ COORDINATED_EXAMPLE = ('{"cluster": {"chief": ["host:port"], "ps": '
                        '"task": {"type": "chief", "index": 0}}')
 
 
-def resolve_coordinated(environ):
+def resolve_coordinated_task(environ):
     """The TaskConfig of a task of a ParameterServerStrategy cluster.
 
     TF_CONFIG is required and gives the cluster: one "chief" (the
     coordinator, which runs the training loop), "worker" and "ps" tasks
-    (which only serve). Unlike `resolve`, the chief stays a job of its own,
-    as TensorFlow's TFConfigClusterResolver reads it, so `num_workers`
+    (which only serve). Unlike `resolve_task`, the chief stays a job of its
+    own, as TensorFlow's TFConfigClusterResolver reads it, so `num_workers`
     counts the workers without it. Raises UsageError, naming the problem and
     the fix, on any bad input.
     """

@@ -3,7 +3,7 @@
 A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
 of the example with TF_CONFIG task type "evaluator". It is no part of the
 training cluster: it never connects to the ps or the workers, and training
-never waits for it. It watches the run's `--logdir`, evaluates every new
+never waits for it. It watches the run's logdir, evaluates every new
 checkpoint the chief writes on the test set, prints one line per checkpoint,
 writes `test_accuracy` and `test_loss` for TensorBoard under `<logdir>/eval/`,
 and exits once it has evaluated the chief's final checkpoint: the one at
@@ -22,7 +22,7 @@ import time
 
 import tensorflow as tf
 
-from guide import data, model
+from guide.training import model
 
 _IN_CLOSE_WRITE = 0x00000008
 _IN_MOVED_TO = 0x00000080
@@ -77,22 +77,25 @@ def _final_step(logdir, since):
         return None  # not there, or half written: its last write wakes us
 
 
-def run(args):
-    """The evaluator's whole life; returns once the final checkpoint is in."""
+def run(logdir, dataset, train_steps):
+    """The evaluator's whole life: evaluates each new checkpoint in `logdir`
+    on `dataset`'s test set; returns once the final checkpoint is in. Where
+    inotify is missing, the final one is the first at `train_steps` or past
+    it."""
     since = time.time()
-    dataset = data.load(args)
     graph = tf.Graph()
     with graph.as_default():
-        classifier = model.Classifier(args.seed, summaries=False)
+        # Its initial values do not matter: every checkpoint overwrites them.
+        classifier = model.Classifier(summaries=False)
         # The global model's variables, by the names every example's chief
         # saves them under; a checkpoint holds more, which are left alone.
         saver = tf.compat.v1.train.Saver(
             {variable.op.name: variable for variable in classifier.mlp.variables})
         feed = classifier.feed(dataset.test_images, dataset.test_labels)
         writer = tf.compat.v1.summary.FileWriter(
-            os.path.join(args.logdir, "eval"))
+            os.path.join(logdir, "eval"))
         with tf.compat.v1.Session() as session:
-            wakeups, every_write = _wakeups(args.logdir)
+            wakeups, every_write = _wakeups(logdir)
             last, step = None, None
             for latest in wakeups:
                 if latest and latest != last:
@@ -115,8 +118,8 @@ def run(args):
                 # The run's last global step can pass --train_steps (an
                 # asynchronous worker finishes the step it is in), so the
                 # final checkpoint is the one at result.json's step.
-                final = (_final_step(args.logdir, since) if every_write
-                         else args.train_steps)
+                final = (_final_step(logdir, since) if every_write
+                         else train_steps)
                 if step is not None and final is not None and step >= final:
                     break
     writer.close()

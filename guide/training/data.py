@@ -28,7 +28,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from guide.cli import UsageError
+from guide.training.flags import UsageError
 
 IMAGE_SIZE = 28 * 28
 NUM_CLASSES = 10
@@ -74,17 +74,13 @@ class Dataset:
     test_labels: np.ndarray
 
 
-def load(args):
-    """The dataset the flags ask for; UsageError if its files are missing or
-    damaged. With `args.validation`, the test set is the held-out last 5,000
-    training images."""
-    if args.dataset in REAL_DATASETS:
-        dataset = real(args.dataset, args.data_dir)
-    else:
-        dataset = synthetic(args.seed)
-    if getattr(args, "validation", False):
-        dataset = validation_split(dataset)
-    return dataset
+def load(name, data_dir=None, seed=0, validation=False):
+    """The data set `name` ("synthetic", "mnist" or "fashion_mnist"): a real
+    one from `data_dir` or the Keras cache (UsageError if its files are
+    missing or damaged), the synthetic one generated from `seed`. With
+    `validation`, the test set is the held-out last 5,000 training images."""
+    dataset = real(name, data_dir) if name in REAL_DATASETS else synthetic(seed)
+    return validation_split(dataset) if validation else dataset
 
 
 def validation_split(dataset, size=VALIDATION_SIZE):

@@ -7,7 +7,7 @@ distributed ones also take TensorFlow's classic cluster flags (`--ps_hosts
 --worker_hosts --job_name --task_index`).
 
 Bad input is reported as one line on stderr with exit code 2: raise
-`UsageError` anywhere under `run_main` and it is turned into exactly that.
+`UsageError` anywhere under `run_main` and it returns exactly that.
 """
 
 import argparse
@@ -16,9 +16,7 @@ import os
 import signal
 import sys
 import threading
-import time
-
-from guide import logdirs
+from typing import NamedTuple
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist")
 
@@ -57,14 +55,13 @@ def positive_floats(text):
     return values
 
 
-def replicas_to_aggregate(args, num_workers):
-    """--replicas_to_aggregate, every worker by default; UsageError if it
-    asks for more than there are workers, for a step could never complete."""
-    replicas = args.replicas_to_aggregate or num_workers
-    if replicas > num_workers:
-        raise UsageError(f"--replicas_to_aggregate {replicas} is more than the "
-                         f"{num_workers} workers; use at most {num_workers}")
-    return replicas
+class ByDataset(NamedTuple):
+    """A default that differs by data set: on the synthetic data, and on the
+    real ones (mnist, fashion_mnist), which need more steps to reach their
+    best accuracy."""
+
+    synthetic: float
+    real: float
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -76,51 +73,37 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _by_dataset(value):
-    """A default given as one value, or as (synthetic, real data sets)."""
-    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+TRAIN_STEPS = ByDataset(synthetic=1000, real=6000)
 
 
-def _default_help(help_text, value):
-    synthetic, real = _by_dataset(value)
-    if synthetic == real:
-        return help_text
-    return (f"{help_text} (default: {synthetic} on synthetic data, {real} on "
-            f"mnist and fashion_mnist)")
-
-
-def make_parser(doc, script_file, *, cluster_flags=True, train_steps=(1000, 6000),
+def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS,
                 batch_size=100, learning_rate=0.2):
     """The parser with the common flags; an example adds its own on top.
 
     `doc` is the script's docstring: its first line becomes the description.
     `train_steps`, `batch_size` and `learning_rate` may each be one default,
-    or a pair: the default on the synthetic data, and on the real data sets,
-    which need more steps to reach their best accuracy.
+    or a `ByDataset` pair, which `parse` resolves for the --dataset given.
     """
     parser = Parser(
         prog=os.path.basename(script_file),
         description=doc.strip().splitlines()[0],
         formatter_class=HelpFormatter,
         allow_abbrev=False)
-    parser.set_defaults(
-        script_dir=os.path.dirname(os.path.abspath(script_file)),
-        defaults_by_dataset={"train_steps": _by_dataset(train_steps),
-                             "batch_size": _by_dataset(batch_size),
-                             "learning_rate": _by_dataset(learning_rate)})
+    by_dataset = {}
     training = parser.add_argument_group("training")
-    training.add_argument("--train_steps", type=int,
-                          default=_by_dataset(train_steps)[0],
-                          help=_default_help("global steps to train for",
-                                             train_steps))
-    training.add_argument("--batch_size", type=int,
-                          default=_by_dataset(batch_size)[0],
-                          help=_default_help("examples per minibatch, per worker",
-                                             batch_size))
-    training.add_argument("--learning_rate", type=float,
-                          default=_by_dataset(learning_rate)[0],
-                          help=_default_help("step size of the optimizer",
-                                             learning_rate))
+    for name, type_, default, help_text in (
+            ("train_steps", int, train_steps, "global steps to train for"),
+            ("batch_size", int, batch_size, "examples per minibatch, per worker"),
+            ("learning_rate", float, learning_rate, "step size of the optimizer")):
+        if isinstance(default, ByDataset):
+            # None marks the flag as not given, for `parse` to fill in.
+            by_dataset[name] = default
+            help_text += (f" (default: {default.synthetic} on synthetic data, "
+                          f"{default.real} on mnist and fashion_mnist)")
+            default = None
+        training.add_argument(f"--{name}", type=type_, default=default,
+                              help=help_text)
+    parser.set_defaults(defaults_by_dataset=by_dataset)
     training.add_argument("--seed", type=int, default=0,
                           help="seed for the data, the initial model and "
                                "the batch order")
@@ -169,15 +152,15 @@ def make_parser(doc, script_file, *, cluster_flags=True, train_steps=(1000, 6000
 
 
 def parse(parser, argv=None):
-    """Parses and checks the common flags; raises UsageError on bad input."""
+    """Parses `argv` (default: the command line, as argparse reads it) and
+    checks the common flags; raises UsageError on bad input. Fills in the
+    defaults that depend on others: those given `ByDataset`, --log_every and
+    --save_checkpoint_steps. --logdir stays None unless given."""
     args = parser.parse_args(argv)
-    if args.dataset != "synthetic":
-        # The real data sets' defaults, for the flags the user left alone.
-        given = {arg.split("=", 1)[0] for arg in
-                 (sys.argv[1:] if argv is None else argv)}
-        for name, (_, real) in args.defaults_by_dataset.items():
-            if f"--{name}" not in given:
-                setattr(args, name, real)
+    for name, default in args.defaults_by_dataset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default.synthetic if args.dataset == "synthetic"
+                    else default.real)
     for name in ("train_steps", "batch_size"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be a positive integer, got "
@@ -193,46 +176,27 @@ def parse(parser, argv=None):
         args.log_every = max(1, args.train_steps // 10)
     if args.save_checkpoint_steps == 0:
         args.save_checkpoint_steps = max(1, args.train_steps // 20)
-    # The global step this run started from: more than 0 when it resumed
-    # from a checkpoint (`cluster.resumable_scaffold` sets it), so that the
-    # RESULT counts only the steps this run made.
-    args.start_step = 0
-    if args.logdir is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        args.logdir = os.path.join(args.script_dir, "runs",
-                                   f"{stamp}-{os.getpid()}")
-    logdirs.check(args.logdir)
     return args
 
 
-def check_window(args):
-    """UsageError if one --communication_window is longer than the whole run,
-    which would then overshoot --train_steps."""
-    if args.communication_window > args.train_steps:
-        raise UsageError(f"--communication_window {args.communication_window} "
-                         f"is longer than the run (--train_steps "
-                         f"{args.train_steps}); use at most {args.train_steps}")
-
-
-_teardown_needed = False
-
-
 def run_main(main):
-    """Runs `main()`, turns UsageError and Ctrl-C into clean exits, and ends
-    the process: call it only as a script's last line."""
+    """Runs `main()` and returns the process's exit code: main's own (None
+    is 0), 2 after one line for a UsageError, 130 on Ctrl-C. Meant for the
+    script's last line, `sys.exit(flags.run_main(main))`.
+
+    While it runs, Ctrl-C ends the process at once in every state, even
+    inside a blocking TensorFlow call (see `_exit_on_ctrl_c`).
+    """
     prog = os.path.basename(sys.argv[0])
     _exit_on_ctrl_c(prog)
     try:
-        code = main()
+        return main() or 0
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
-        code = 2
+        return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        sys.exit(130)
-    if _teardown_needed:
-        sys.exit(code or 0)
-    _exit_without_teardown(code or 0)
+        return 130
 
 
 def _exit_on_ctrl_c(prog):
@@ -241,7 +205,8 @@ def _exit_on_ctrl_c(prog):
     Python runs its SIGINT handler only between bytecodes, and a blocking
     `session.run` (a task waiting for the chief or for its workers) does not
     return to Python. The C-level handler still writes the signal to a wakeup
-    pipe at once, so a thread blocked reading that pipe says so and exits.
+    pipe at once, so a thread blocked reading that pipe says so and exits
+    the process (os._exit: the main thread is stuck, so nothing else could).
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return  # started with Ctrl-C ignored (`nohup`, a background job)
@@ -259,28 +224,3 @@ def _exit_on_ctrl_c(prog):
     # The main thread must not handle it too, so it ignores it in Python.
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     threading.Thread(target=exit_when_interrupted, daemon=True).start()
-
-
-def exit_with_teardown():
-    """Asks `run_main` for Python's usual, slower exit: a server that others
-    may still be closing sessions on gives their last requests that time."""
-    global _teardown_needed
-    _teardown_needed = True
-
-
-def _exit_without_teardown(code):
-    """Exits at once, once this task's files and output are written.
-
-    With TensorFlow loaded, the interpreter's own teardown takes most of a
-    second per process and writes nothing a task needs, so a finished task
-    flushes what is buffered (TensorBoard events, stdout, stderr) and skips
-    it: the launcher's job ends that much sooner. A parameter server does
-    not (`exit_with_teardown`): its workers may still be closing sessions on
-    it, and would log errors if it vanished at once.
-    """
-    tensorflow = sys.modules.get("tensorflow")
-    if tensorflow is not None:
-        tensorflow.compat.v1.summary.FileWriterCache.clear()  # flushes, closes
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

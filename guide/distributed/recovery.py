@@ -1,0 +1,102 @@
+"""Restarts that work: the chief's and the other workers' side of recovery."""
+
+import tensorflow as tf
+
+from guide.distributed.protocol import peek, state
+from guide.training import logdirs
+
+
+class _ResumingSaver(tf.compat.v1.train.Saver):
+    """The chief's Saver: writes checkpoints as usual, but restores one only
+    when the parameter servers have lost the model.
+
+    MonitoredTrainingSession's chief restores the last checkpoint whenever
+    there is one. When only the chief was restarted, the ps still holds a
+    newer model than that checkpoint, which the other workers kept training:
+    restoring it would throw their progress away.
+    """
+
+    def __init__(self, resume, **kwargs):
+        super().__init__(**kwargs)
+        self._resume = resume
+
+    def restore(self, sess, save_path):
+        if self._resume.model_on_ps(sess):
+            return self._resume.carry_on(sess, "the parameter servers' "
+                                               "current values")
+        super().restore(sess, save_path)
+        sess.run(self._resume.ps_init_op)
+        return self._resume.carry_on(sess, f"checkpoint {save_path}")
+
+
+class Resume:
+    """The Scaffold for MonitoredTrainingSession that makes restarts work
+    (`scaffold`), and the global step this run's first session started
+    from (`start_step`: 0 on a fresh start, and on every non-chief).
+
+    Chief: claims `logdir` for `script` (`logdirs.claim`); a restarted chief
+    carries on from the parameter servers' values when they still hold the
+    model (only the chief died), and from the last checkpoint when they lost
+    it (a ps died), saying which in one line; every session after its first
+    gives the `chief_ready` signal again (the example gives the first with
+    `protocol.announce_chief_ready`). `ps_init_op` sets up what else the ps
+    holds (a `protocol.PsLock`): it runs once per ps that starts without the
+    model, never again when a chief carries on from the ps.
+    Non-chief: every session it creates (the first, and each after a ps
+    restart) first waits for that signal, instead of TensorFlow's 30-second
+    poll for the chief. Make it once the graph is built; `task` is None in a
+    single process.
+    """
+
+    def __init__(self, task, global_step, logdir, script, ps_init_op=None):
+        self.start_step = 0
+        if task is not None and not task.is_chief:
+            # Check (and then initialise the local variables) only once the
+            # chief has said the model is on the ps.
+            with tf.control_dependencies([peek(state("chief_ready"))]):
+                ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
+                    tf.compat.v1.global_variables())
+            self.scaffold = tf.compat.v1.train.Scaffold(
+                ready_for_local_init_op=ready_for_local_init)
+            return
+        logdirs.claim(logdir, script)
+        self.ps_init_op = ps_init_op if ps_init_op is not None else tf.no_op()
+        self._global_step = global_step
+        self._uninitialized = tf.compat.v1.report_uninitialized_variables(
+            tf.compat.v1.global_variables())
+        self._initialize = tf.compat.v1.global_variables_initializer()
+        # The signal the other workers wait for, given again by every
+        # session after the first, for a restarted ps.
+        self._announce = (state("chief_ready").enqueue(0)
+                          if task and task.num_workers > 1 else tf.no_op())
+        self._sessions = 0
+        saver = _ResumingSaver(self, sharded=True, allow_empty=True,
+                               max_to_keep=3)
+        self.scaffold = tf.compat.v1.train.Scaffold(
+            init_op=tf.no_op(), init_fn=self._initialize_fresh, saver=saver)
+
+    def model_on_ps(self, session):
+        """Whether every global variable is initialised: the ps kept it."""
+        return not len(session.run(self._uninitialized))
+
+    def carry_on(self, session, source):
+        """Says where the model came from (unless it is a fresh start) and
+        lets the other workers in."""
+        step = int(session.run(self._global_step))
+        self._sessions += 1
+        if source:
+            print(f"resuming at global step {step} from {source}", flush=True)
+        if self._sessions == 1:
+            # RESULT counts the steps this run made, not those it resumed.
+            self.start_step = step
+        else:  # a restarted ps, which lost the chief's signal
+            session.run(self._announce)
+
+    def _initialize_fresh(self, scaffold, session):
+        """Scaffold init_fn, when there is no checkpoint to restore."""
+        if self.model_on_ps(session):
+            self.carry_on(session, "the parameter servers' current values "
+                                   "(no checkpoint yet)")
+        else:
+            session.run([self._initialize, self.ps_init_op])
+            self.carry_on(session, None)
