@@ -1,8 +1,10 @@
 """The teaching promise, checked: every line an example adds to the baseline
-is in a block marked `# Distributed: <what and why>`.
+is in a block marked `# Distributed: <what it does for the cluster>`.
 
-A marker is a comment line of its own, `# Distributed: ` and a sentence (it
-may go on over the comment lines below it). It covers its paragraph: the
+A marker is a comment line of its own, `# Distributed: ` and a short
+sentence, which may go on over one more comment line (the why belongs in
+the example's README), above a statement, never inside an argument list.
+It covers its paragraph: the
 lines below it up to the first blank line, the next comment at the marker's
 own depth, or a line less indented than the marker. The diff ignores
 indentation, so a block that moved into a `with` is not an addition.
@@ -10,8 +12,10 @@ indentation, so a block that moved into a `with` is not an addition.
 
 import ast
 import difflib
+import io
 import os
 import re
+import tokenize
 
 import pytest
 
@@ -27,6 +31,7 @@ ANY_MARKER = re.compile(r"(?<!`)#\s*Distributed:")  # not in a docstring's `code
 # all but the cluster.
 SECTIONS = ["The cluster", "The data", "The graph", "Train", "Evaluate and report"]
 HEADING = re.compile(r"^\s*# --- (.+?) ---$")
+MAX_MARKER_LINES = 2
 
 
 def read_lines(path):
@@ -117,8 +122,37 @@ def test_markers_are_sentences_on_their_own_line(script):
         text = " ".join(sentence)
         if len(text.split()) < 4 or not text.endswith((".", ")")):
             problems.append(f"{script}:{number}: say what the marked code "
-                            f"does and why, as a sentence: {line.strip()}")
+                            f"does for the cluster, as a sentence: "
+                            f"{line.strip()}")
+        if len(sentence) > MAX_MARKER_LINES:
+            problems.append(f"{script}:{number}: a marker is one line, two at "
+                            f"most; the why goes to the README: {line.strip()}")
     assert not problems, "\n".join(problems)
+
+
+def comments_inside_brackets(source):
+    """Line numbers of comments that stand inside (), [] or {}."""
+    depth, found = 0, []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.COMMENT and depth > 0:
+            found.append(token.start[0])
+    return found
+
+
+@pytest.mark.parametrize("script", SCRIPTS + ["Non-Distributed_Setup.py"])
+def test_no_marker_inside_an_argument_list(script):
+    with open(os.path.join(REPO, script)) as stream:
+        source = stream.read()
+    lines = source.splitlines()
+    inside = [f"{script}:{number}: {lines[number - 1].strip()}"
+              for number in comments_inside_brackets(source)
+              if ANY_MARKER.search(lines[number - 1])]
+    assert not inside, ("a marker stands above the statement it marks, not "
+                        "inside its argument list:\n" + "\n".join(inside))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
