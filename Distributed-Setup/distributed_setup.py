@@ -3,7 +3,9 @@
 The model's variables live on a parameter server (ps); a worker reads them,
 computes a gradient on its minibatch and sends the update back. This is the
 skeleton every other example builds on: cluster, server, device placement,
-session, clean shutdown. It prints where each variable was placed.
+session, clean shutdown. It prints where each variable was placed, and it
+writes out in plain TensorFlow the start/stop protocol (shared queues on the
+ps) that the other examples call from guide/distributed/protocol.py.
 
 Topology: 1 ps + 1 worker by default (more work too); asynchronous.
 
@@ -15,6 +17,7 @@ By hand, one shell per task (TF_CONFIG works too, see README.md):
           --worker_hosts=127.0.0.1:12223 --job_name=worker --task_index=0
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -24,24 +27,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from guide.distributed import tf_config
 from guide.training import data, flags, logdirs
 
+# Distributed: room for every token restarts and repeated signals could add.
+SIGNAL_CAPACITY = 1 << 16
+
 
 def main():
-    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
-    # --worker_hosts, --job_name and --task_index.
+    # Distributed: the parser adds the classic cluster flags, --ps_hosts etc.
     args = flags.parse(flags.make_parser(__doc__, __file__))
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
-    # the evaluator task's loop, `placement` where each task computes,
-    # `protocol` how the tasks start and stop, `recovery` restarts.
-    from guide.distributed import evaluator, placement, protocol, recovery
+    # Distributed: an evaluator task's loop, and the chief's restart logic.
+    from guide.distributed import evaluator, recovery
     from guide.training import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -52,89 +54,112 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: let a ps see only itself, a worker the ps and itself.
+    own_device = f"/job:{task.job_name}/task:{task.task_index}"
+    visible = [own_device] if task.job_name == "ps" else ["/job:ps", own_device]
+    session_config = tf.compat.v1.ConfigProto(device_filters=visible)
+    # Distributed: name every task, and run this task's server in the cluster.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
-    server = tf.distribute.Server(
-        cluster_spec, job_name=task.job_name, task_index=task.task_index,
-        config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    server = tf.distribute.Server(cluster_spec, job_name=task.job_name,
+                                  task_index=task.task_index, config=session_config)
+
+    # Distributed: a signal is a queue on a ps that every task finds by name.
+    def signal(name, ps_index=0):
+        with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
+            return tf.queue.FIFOQueue(SIGNAL_CAPACITY, [tf.int32], shapes=[[]],
+                                      shared_name=name, name=name)
+
+    # Distributed: wait until a signal is given, and leave it given.
+    def wait_for(queue):
+        return queue.enqueue(queue.dequeue())
+
+    # Distributed: run one signal op through this task's server, on its own.
+    def run_alone(build):
+        with tf.Graph().as_default():
+            op = build()
+            with tf.compat.v1.Session(server.target, config=session_config) as once:
+                once.run(op)
+
+    # Distributed: a ps serves until every worker has signalled "done".
     if task.job_name == "ps":
-        protocol.serve_until_workers_done(server, task)
+        run_alone(lambda: tf.group(*[
+            wait_for(signal(f"done_{task.task_index}_{worker}", task.task_index))
+            for worker in range(task.num_workers)]))
         print("all workers are done; parameter server exiting", flush=True)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: take this worker's own slice and batch order.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker.
+    # Distributed: put the variables on the ps and the ops on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        # Distributed: minimize() in its two halves, to show where each runs:
-        # the gradient is computed on this worker, and the update
-        # theta <- theta - learning_rate * gradient is applied on the ps,
-        # beside each variable.
+        # Distributed: compute the gradient here, apply it on the ps.
         gradients = optimizer.compute_gradients(classifier.loss)
         train_op = optimizer.apply_gradients(gradients, global_step=global_step)
-    # Distributed: prints the placement the device setter chose, so a reader
-    # sees each variable on the ps and its gradient on the worker.
+    # Distributed: print where each variable and its gradient were placed.
     for gradient, variable in gradients:
         print(f"{variable.op.name:15} lives on {variable.device}; its gradient "
               f"is computed on {gradient.device}", flush=True)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief (worker 0) initialises the variables on the ps,
-    # or resumes them after a restart; the others wait for its signal, with
-    # no 30 s poll (guide/distributed/recovery.py).
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    # Distributed: the chief initialises the ps's variables, or resumes them.
+    if task.is_chief:
+        resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+        scaffold = resume.scaffold
+    # Distributed: the others check the model only once the chief says ready.
+    else:
+        with tf.control_dependencies([wait_for(signal("chief_ready"))]):
+            model_ready = tf.compat.v1.report_uninitialized_variables(
+                tf.compat.v1.global_variables())
+        scaffold = tf.compat.v1.train.Scaffold(ready_for_local_init_op=model_ready)
+    # Distributed: only the chief writes summaries.
+    summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 # Distributed: only the chief writes summaries.
-                                 summary_dir=logdir if task.is_chief else None)]
+                                 summary_dir=summary_dir)]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=args.batch_size))
+    # Distributed: run through this task's server; the chief owns checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=session_config, scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
-        # Distributed: the chief tells the other workers the model is ready.
-        if task.is_chief:
-            protocol.announce_chief_ready(server, task)
+        # Distributed: the chief signals the others that the model is ready.
+        if task.is_chief and task.num_workers > 1:
+            run_alone(lambda: signal("chief_ready").enqueue(0))
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
-        if task.is_chief:
-            protocol.wait_for_workers_to_finish(server, task)
-        else:
-            protocol.report_training_finished(server, task)
+        # Distributed: the chief waits until every other worker has finished.
+        if task.is_chief and task.num_workers > 1:
+            run_alone(lambda: tf.group(*[
+                wait_for(signal(f"training_finished_{worker}"))
+                for worker in range(1, task.num_workers)]))
+        # Distributed: the others signal that they have finished training.
+        elif not task.is_chief:
+            run_alone(lambda: signal(f"training_finished_{task.task_index}")
+                      .enqueue(task.task_index))
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and its result names the
-        # cluster it ran on.
+        # Distributed: only the chief evaluates and writes the result.
         if task.is_chief:
             settings = dict(
                 dataset=args.dataset, train_steps=args.train_steps,
@@ -144,8 +169,11 @@ def main():
                 session, logdir, settings, "distributed-setup", classifier,
                 dataset, global_step, wall_s, workers=task.num_workers,
                 ps=task.num_ps, start_step=resume.start_step)
-    # Distributed: tells the ps this worker is done, so that it can exit.
-    protocol.signal_done(server, task)
+    # Distributed: signal "done" to every ps; one that has gone needs no telling.
+    with contextlib.suppress(tf.errors.UnavailableError):
+        run_alone(lambda: tf.group(*[
+            signal(f"done_{ps_index}_{task.task_index}", ps_index)
+            .enqueue(task.task_index) for ps_index in range(task.num_ps)]))
 
 
 if __name__ == "__main__":
