@@ -23,21 +23,17 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
-    # --worker_hosts, --job_name and --task_index.
+    # Distributed: the parser adds the classic cluster flags, --ps_hosts etc.
     args = flags.parse(flags.make_parser(__doc__, __file__))
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
-    # the evaluator task's loop, `placement` where each task computes,
-    # `protocol` how the tasks start and stop.
+    # Distributed: the evaluator's loop, device filters, start/stop signals.
     from guide.distributed import evaluator, placement, protocol
     from guide.training import model, report
 
@@ -49,30 +45,26 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: name every task, and run this task's server in the cluster.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    # Distributed: a ps serves until every worker has signalled "done".
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: take this worker's own slice and batch order.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker.
+    # Distributed: put the variables on the ps and the ops on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
@@ -81,41 +73,30 @@ def main():
         # The update rule: theta <- theta - learning_rate * gradient.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
-        # Distributed: the global step after this worker's update, read from
-        # the ps, where every worker advances it: with no StopAtStepHook, the
-        # loop tests it itself.
+        # Distributed: read the global step that every worker advances.
         with tf.control_dependencies([train_op]):
             step_after_update = global_step.read_value()
-        # Distributed: the chief's loop writes the summaries (see the
-        # Supervisor's summary_op below), so it needs them as one op.
+        # Distributed: one summary op, which the chief's loop writes.
         summary_op = tf.compat.v1.summary.merge_all()
 
     # --- Train: the Supervisor initialises (the chief) or waits (the others) ---
-    # Distributed: the Supervisor, TensorFlow 1.x's manager of a distributed
-    # session: on the chief it initialises or restores the variables on the
-    # ps and keeps checkpoints in --logdir; the others keep none. Its
-    # summary_op=None: its background summary thread cannot feed the
-    # placeholders, so the loop writes summaries itself.
+    # Distributed: the chief's Supervisor initialises the ps and checkpoints.
     supervisor = tf.compat.v1.train.Supervisor(
         is_chief=task.is_chief,
         logdir=logdir if task.is_chief else None,
         global_step=global_step, summary_op=None,
         saver=tf.compat.v1.train.Saver())
-    # Distributed: the other workers wait for the chief's signal that the
-    # model is ready, instead of the Supervisor's 30 s poll.
+    # Distributed: the other workers wait for the chief's "model ready".
     if not task.is_chief:
         protocol.wait_for_chief(server, task)
-    # Distributed: managed_session plays the part of MonitoredTrainingSession:
-    # it runs through this task's server and, on the chief, initialises or
-    # restores the model first.
+    # Distributed: run through this task's server, initialised by the chief.
     with supervisor.managed_session(
             server.target, config=placement.session_config(task)) as session:
-        # Distributed: the chief tells the other workers the model is ready.
+        # Distributed: the chief signals the others that the model is ready.
         if task.is_chief:
             protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Distributed: with no hooks, the loop stops itself once the global
-        # step, which every worker advances, reaches --train_steps.
+        # Distributed: stop once the shared global step reaches the end.
         step = session.run(global_step)
         local_step = 0
         while not supervisor.should_stop() and step < args.train_steps:
@@ -123,10 +104,7 @@ def main():
             feed = classifier.feed(batch_images, batch_labels)
             step, batch_loss = session.run([step_after_update, classifier.loss],
                                            feed)
-            # Distributed: the loop prints its progress itself, the global
-            # step beside this worker's own count of steps, which differ
-            # once there are several workers; only the chief writes
-            # summaries.
+            # Distributed: print progress; only the chief writes summaries.
             local_step += 1
             if local_step % args.log_every == 0:
                 rate = step * args.batch_size / (time.perf_counter() - start)
@@ -135,8 +113,7 @@ def main():
                 if task.is_chief:
                     supervisor.summary_computed(session,
                                                 session.run(summary_op, feed))
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the chief waits until every other worker has finished.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -144,9 +121,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief saves the last checkpoint (the
-        # Supervisor saves only on a timer) and evaluates, and its result
-        # names the cluster it ran on.
+        # Distributed: the chief saves the last checkpoint and evaluates.
         if task.is_chief:
             supervisor.saver.save(session, supervisor.save_path,
                                   global_step=global_step)
@@ -158,7 +133,7 @@ def main():
                 session, logdir, settings, "distributed-setup-supervisor",
                 classifier, dataset, global_step, wall_s,
                 workers=task.num_workers, ps=task.num_ps)
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: signal "done" to every ps, so that it can exit.
     protocol.signal_done(server, task)
 
 
