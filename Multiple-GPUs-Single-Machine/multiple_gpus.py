@@ -26,10 +26,7 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the classic cluster flags, and this
-    # example's own: --mode picks between-graph replication (a worker process
-    # per GPU) or in-graph replication (a tower per device in one process),
-    # and --towers sets how many towers the in-graph mode builds.
+    # Distributed: add the cluster flags, --mode and --towers.
     parser = flags.make_parser(__doc__, __file__)
     parser.add_argument("--mode", choices=("between_graph", "in_graph"),
                         default="between_graph",
@@ -40,8 +37,7 @@ def main():
                              "per visible GPU, or 2 CPU devices without GPUs)")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: in-graph towers are one process, so a TF_CONFIG, which
-    # makes this process one task of a cluster, means the wrong launcher.
+    # Distributed: refuse a TF_CONFIG in in-graph mode, which is one process.
     if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
         raise flags.UsageError("--mode in_graph runs as one process, but "
                                "TF_CONFIG puts this one in a cluster (run.sh "
@@ -50,10 +46,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: both modes build tf.compat.v1 graphs, on the GPUs this
-    # process sees: a worker computes on the one its CUDA_VISIBLE_DEVICES
-    # leaves it, and in-graph mode puts a tower on each; --mode picks the
-    # path.
+    # Distributed: build graphs on the GPUs this process sees, in the chosen --mode.
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     gpus = len(tf.config.list_physical_devices("GPU"))
@@ -62,22 +55,17 @@ def main():
     return between_graph(args, logdir, gpus)
 
 
-# Distributed: between-graph replication, the run.sh mode: this process is
-# one task of a cluster, a worker per GPU training asynchronously against a
-# ps that sees no GPU, as in Hogwild.
+# Distributed: between-graph mode (run.sh): a worker per GPU, a ps with none.
 def between_graph(args, logdir, gpus):
     """This task's part of the between-graph cluster: serve as the ps, or
     train as a worker on its own GPU."""
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
-    # the evaluator task's loop, `placement` where each task computes,
-    # `protocol` how the tasks start and stop, `recovery` restarts.
+    # Distributed: import the cluster protocol and recovery helpers.
     from guide.distributed import evaluator, placement, protocol, recovery
     from guide.training import model, report
 
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
     # Distributed: an evaluator task only tests the chief's checkpoints.
@@ -86,22 +74,18 @@ def between_graph(args, logdir, gpus):
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run a server for this task, which the other tasks reach.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    # Distributed: a ps serves its variables until every worker is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
-    # Distributed: each worker loads the data set and takes its own slice of
-    # it, and its own batch order, so no two workers train on the same
-    # minibatch.
+    # Distributed: give each worker its own shard of the training set.
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
@@ -109,15 +93,12 @@ def between_graph(args, logdir, gpus):
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker's GPU ---
-    # Distributed: this worker computes on its GPU (the only one it sees,
-    # CUDA_VISIBLE_DEVICES=i), or on its CPU when it sees none, and says so.
+    # Distributed: compute on this worker's one visible GPU, else its CPU, and say so.
     device = f"/job:worker/task:{task.task_index}/device:{'GPU' if gpus else 'CPU'}:0"
     print(f"worker {task.task_index} computes on {device}"
           f"{'' if gpus else ' (no GPU visible)'}; CUDA_VISIBLE_DEVICES="
           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!r}", flush=True)
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker's
-    # device.
+    # Distributed: place the variables on the ps and the ops on this worker's device.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=device, cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
@@ -129,23 +110,21 @@ def between_graph(args, logdir, gpus):
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the variables on the ps, or resumes
-    # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or resumes the model; the others wait.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    # Distributed: only the chief writes summaries.
+    summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 # Distributed: only the chief writes summaries.
-                                 summary_dir=logdir if task.is_chief else None)]
-    # Distributed: only the chief tracks test accuracy, with --eval_every.
+                                 summary_dir=summary_dir)]
+    # Distributed: only the chief tracks test accuracy as training goes.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=args.batch_size))
+    # Distributed: train through this task's server, the chief checkpointing.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
@@ -157,8 +136,7 @@ def between_graph(args, logdir, gpus):
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the chief waits until the other workers say they stopped.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -166,8 +144,7 @@ def between_graph(args, logdir, gpus):
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and its result names the
-        # cluster it ran on and the device its worker computed on.
+        # Distributed: only the chief evaluates, and reports the device it computed on.
         if task.is_chief:
             settings = dict(
                 dataset=args.dataset, train_steps=args.train_steps,
@@ -178,23 +155,19 @@ def between_graph(args, logdir, gpus):
                 classifier, dataset, global_step, wall_s, workers=task.num_workers,
                 ps=task.num_ps, start_step=resume.start_step, mode="between_graph",
                 devices=[device.rsplit("/", 1)[-1]])
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 
-# Distributed: in-graph replication, the run_towers.sh mode: one process
-# builds a copy of the model (a tower) on every device, each on its slice of
-# the batch, and applies the towers' mean gradient once per step.
+# Distributed: in-graph mode (run_towers.sh): one process, a tower per device.
 def towers(args, logdir, gpus):
     """In-graph replication: a tower per device, one averaged update."""
     import tensorflow as tf
 
-    # Distributed: each mode's function imports the modules it uses.
+    # Distributed: the towers reuse the baseline's model and reports.
     from guide.training import model, report
 
-    # Distributed: one tower per visible GPU (or --towers of them); without
-    # a GPU, the session splits the CPU into `count` logical devices, so
-    # that each tower is still placed on a device of its own.
+    # Distributed: build one tower per GPU, or per logical CPU device without one.
     count = args.towers or gpus or 2
     if gpus:
         if count > gpus:
@@ -204,7 +177,7 @@ def towers(args, logdir, gpus):
     else:
         devices = [f"/device:CPU:{index}" for index in range(count)]
     session_config = tf.compat.v1.ConfigProto(device_count={"CPU": count})
-    # Distributed: every tower takes an equal slice of the minibatch.
+    # Distributed: give every tower an equal slice of the minibatch.
     if args.batch_size % count:
         raise flags.UsageError(f"--batch_size {args.batch_size} must divide by "
                                f"the {count} towers")
@@ -212,15 +185,12 @@ def towers(args, logdir, gpus):
     batches = data.Batches(dataset.train_images, dataset.train_labels,
                            args.batch_size, seed=args.seed)
 
-    # Distributed: the variables live on the CPU, where every tower can read
-    # them; the classifier's loss and accuracy there cover the whole batch,
-    # for the progress lines and the evaluation.
+    # Distributed: keep the variables on the CPU, where every tower reads them.
     with tf.device("/device:CPU:0"):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-    # Distributed: tower i, on device i, computes the loss of slice i of the
-    # batch and its gradient g_i, all towers in the same step.
+    # Distributed: tower i computes the gradient of slice i on device i.
     tower_gradients = []
     slices = zip(tf.split(classifier.images, count), tf.split(classifier.labels, count))
     for device, (images, labels) in zip(devices, slices):
@@ -228,9 +198,7 @@ def towers(args, logdir, gpus):
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=labels, logits=classifier.mlp.logits(images)))
             tower_gradients.append(tf.gradients(loss, classifier.mlp.variables))
-    # Distributed: the update rule, θ ← θ − η · (1/N) Σ_i g_i over the N
-    # towers, applied once on the CPU: the same step as one tower on the
-    # whole batch, with its work split over the devices.
+    # Distributed: apply the towers' mean gradient once, on the CPU.
     with tf.device("/device:CPU:0"):
         mean_gradients = [tf.add_n(list(grads)) / count
                           for grads in zip(*tower_gradients)]
@@ -245,15 +213,13 @@ def towers(args, logdir, gpus):
     hooks.append(report.AccuracyCurveHook(
         logdir, args.eval_every, global_step, classifier, dataset,
         examples_per_step=args.batch_size))
+    # Distributed: open the session on the towers' logical devices.
     with tf.compat.v1.train.MonitoredTrainingSession(
             checkpoint_dir=logdir, hooks=hooks,
-            # Distributed: the session has the `count` logical CPU devices
-            # that the towers are placed on.
             config=session_config,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         start = time.perf_counter()
-        # Distributed: `used` gets, from the first step, the device each
-        # tower's ops actually ran on, for the progress line and the result.
+        # Distributed: trace the first step to learn where each tower ran.
         used = None
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
@@ -266,8 +232,7 @@ def towers(args, logdir, gpus):
                 session.run(train_op, feed)
         wall_s = time.perf_counter() - start
 
-        # Distributed: the result names the towers and the devices they ran
-        # on, in one process (workers=1, ps=0).
+        # Distributed: report the towers and the devices they ran on.
         settings = dict(
             dataset=args.dataset, train_steps=args.train_steps,
             batch_size=args.batch_size, learning_rate=args.learning_rate,
@@ -278,8 +243,7 @@ def towers(args, logdir, gpus):
             towers=count, devices=used)
 
 
-# Distributed: where each tower really ran, checked rather than assumed, as
-# a device asked for but missing would silently fall back to another.
+# Distributed: check where each tower really ran, not where it was asked to.
 def devices_that_ran(session, train_op, feed, tower_gradients):
     """Runs one step with tracing; returns, for each tower, the device on
     which its gradient ops actually ran (not where they were asked to)."""

@@ -26,11 +26,7 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: one flag of the example's own, --steps_per_execution.
-    # Each function the coordinator schedules is one round trip to a worker,
-    # which costs more than the step itself, so a worker runs several steps
-    # per function, as Keras's `steps_per_execution` does (the measurements
-    # are in README.md). The cluster comes from TF_CONFIG, not from flags.
+    # Distributed: add --steps_per_execution; the cluster comes from TF_CONFIG.
     parser = flags.make_parser(__doc__, __file__, cluster_flags=False)
     parser.add_argument("--steps_per_execution", type=flags.positive_int,
                         default=10,
@@ -38,13 +34,9 @@ def main():
                              "the coordinator schedules")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG only, as
-    # TensorFlow's strategy reads it: "chief" is the coordinator, which runs
-    # the training loop, and "worker" and "ps" tasks only serve.
+    # Distributed: find this task's place in the cluster, from TF_CONFIG only.
     task = tf_config.resolve_coordinated_task(os.environ)
-    # Distributed: only the coordinator reads the data, and it checks that
-    # the smallest worker's shard holds one batch, as data.Batches does in
-    # the other examples, before TensorFlow loads and any task waits on it.
+    # Distributed: the coordinator reads the data; every shard must hold a batch.
     if task.is_chief:
         dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
         smallest_shard = len(data.shard(dataset.train_images,
@@ -60,18 +52,13 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: `ps_strategy` lets the workers and the ps exit when the
-    # coordinator is done.
+    # Distributed: import the helpers that let the servers exit when done.
     from guide.distributed import ps_strategy
 
     # --- The cluster: workers and parameter servers only serve ---
-    # Distributed: TensorFlow's resolver reads the same TF_CONFIG, for the
-    # servers and the strategy.
+    # Distributed: read the cluster from TF_CONFIG for the servers and the strategy.
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    # Distributed: a worker or ps runs a Server and no code of its own: the
-    # coordinator sends it functions to run (a worker) or variables to hold
-    # (a ps). Unlike server.join(), this returns once the coordinator says
-    # the job is done.
+    # Distributed: a worker or ps only serves, until the coordinator is done.
     if task.job_name in ("worker", "ps"):
         server = tf.distribute.Server(
             resolver.cluster_spec(), job_name=task.job_name,
@@ -80,18 +67,13 @@ def main():
                                                  task.task_index)
         return
 
-    # Distributed: the coordinator trains, evaluates and reports in a
-    # function of its own, so that what it left on the workers (datasets,
-    # functions, remote values) is released when the function returns;
-    # collected, and the coordinator's threads ended, while the workers are
-    # still up; then they are let go.
+    # Distributed: the coordinator trains, then lets the workers and ps go.
     coordinate(args, logdir, resolver, dataset, task)
     ps_strategy.release_coordinator()
     ps_strategy.tell_servers_done(task.cluster)
 
 
-# Distributed: the coordinator's part, the whole training loop; the steps it
-# schedules run on the workers, against the variables on the ps.
+# Distributed: the coordinator's part: the only training loop.
 def coordinate(args, logdir, resolver, dataset, task):
     """Trains, evaluates, prints the RESULT line and writes result.json."""
     import tensorflow as tf
@@ -101,32 +83,25 @@ def coordinate(args, logdir, resolver, dataset, task):
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
 
     # --- The cluster: the strategy places the variables on the ps ---
-    # Distributed: the strategy connects to every worker and ps named by the
-    # resolver, and the ClusterCoordinator schedules functions on them.
+    # Distributed: connect to every worker and ps, and schedule functions on them.
     experimental = tf.distribute.experimental
     strategy = experimental.ParameterServerStrategy(resolver)
     coordinator = experimental.coordinator.ClusterCoordinator(strategy)
-    # Distributed: the variables made in the strategy's scope go to the ps,
-    # round robin over them; the steps on every worker read and update them.
+    # Distributed: create the variables on the ps, round robin over them.
     with strategy.scope():
         mlp = model.MLP(args.seed)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                   name="global_step")
 
     # --- The data: each worker reads its own shard, as a tf.data pipeline ---
-    # Distributed: this function runs on each worker, which builds its own
-    # pipeline over its own shard and its own shuffle order, so that no two
-    # workers train on the same minibatch.
+    # Distributed: each worker builds a pipeline over its own shard, in its own order.
     def dataset_fn(context):
         images, labels = data.shard(
             dataset.train_images, dataset.train_labels,
             context.input_pipeline_id, context.num_input_pipelines)
         real = args.dataset != "synthetic"
         if real:
-            # The shard travels to the worker inside the pipeline's graph:
-            # the real data sets' pixels go as the bytes they were read
-            # from, a quarter of the floats' size, and the worker scales
-            # them to the very same floats (bytes / 255).
+            # Ship bytes, a quarter of the floats' size (see README.md).
             images = np.rint(images * 255).astype(np.uint8)
         batches = (tf.data.Dataset.from_tensor_slices((images, labels))
                    .shuffle(len(images), seed=args.seed + context.input_pipeline_id)
@@ -134,20 +109,17 @@ def coordinate(args, logdir, resolver, dataset, task):
         return batches.map(lambda pixels, labels: (
             tf.cast(pixels, tf.float32) / 255.0, labels)) if real else batches
 
-    # Distributed: one iterator per worker, created on the workers; a step
-    # scheduled on a worker takes its next batch from that worker's own.
+    # Distributed: make one iterator per worker, on that worker.
     per_worker_batches = iter(coordinator.create_per_worker_dataset(
         lambda: strategy.distribute_datasets_from_function(dataset_fn)))
 
     # --- The graph: the update rule, θ ← θ − η g, on the ps ---
-    # Distributed: the strategy has no v1 graph nor Classifier; the loss is
-    # a function that a worker's step and the coordinator's evaluation call.
+    # Distributed: compute the loss in a function that workers and coordinator call.
     def loss_of(images, labels):
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=mlp.logits(images)))
 
-    # Distributed: the coordinator evaluates eagerly, reading the variables
-    # from the ps, since there is no session to run the baseline's ops in.
+    # Distributed: evaluate eagerly on the coordinator, reading the ps.
     def test_loss_and_accuracy():
         test_logits = mlp.logits(dataset.test_images)
         test_loss = tf.reduce_mean(
@@ -156,12 +128,7 @@ def coordinate(args, logdir, resolver, dataset, task):
         return float(test_loss), np.mean(
             np.argmax(test_logits.numpy(), axis=1) == dataset.test_labels)
 
-    # Distributed: the training step is a tf.function because the
-    # coordinator ships it to a worker to run there. Each step reads θ from
-    # the ps, computes g on the worker's next minibatch and applies
-    # θ ← θ − η g and global_step += 1 on the ps, with no lock against the
-    # other workers' steps. `count` steps run per scheduled function, so the
-    # coordinator's round trip is paid once for all of them.
+    # Distributed: run `count` steps on a worker per scheduled function.
     @tf.function
     def train_steps(batches, count):
         def step(images, labels):
@@ -178,18 +145,13 @@ def coordinate(args, logdir, resolver, dataset, task):
         return loss
 
     # --- Train: schedule steps; the coordinator hands them to free workers ---
-    # Distributed: the coordinator tracks test accuracy itself (--eval_every),
-    # as there are no hooks without a session.
+    # Distributed: track test accuracy on the coordinator, as no hooks run.
     curve = report.AccuracyCurve(logdir, args.eval_every, args.batch_size)
     if curve.every:
         curve.measure(0, lambda: test_loss_and_accuracy()[1])
     start = time.perf_counter()
-    # Distributed: the coordinator's loop schedules functions of
-    # --steps_per_execution steps until --train_steps are scheduled. Each
-    # returns at once with a RemoteValue and runs on whichever worker is
-    # free; fetch() waits for that function only, for the progress lines
-    # and summaries (written here, as there are no hooks) and the accuracy
-    # curve.
+    # Distributed: schedule --steps_per_execution steps at a time on free workers;
+    # fetch a loss only for the progress lines and the curve.
     scheduled = 0
     while scheduled < args.train_steps:
         count = min(args.steps_per_execution, args.train_steps - scheduled)
@@ -207,14 +169,12 @@ def coordinate(args, logdir, resolver, dataset, task):
         if curve.due(scheduled):
             loss.fetch()
             curve.measure(global_step.numpy(), lambda: test_loss_and_accuracy()[1])
-    # Distributed: waits until every scheduled step has run on its worker.
+    # Distributed: wait until every scheduled step has run.
     coordinator.join()
     wall_s = time.perf_counter() - start
 
     # --- Evaluate and report: on the coordinator, reading the ps ---
-    # Distributed: without a session and its hooks, the coordinator writes
-    # the accuracy curve, evaluates the variables on the ps, saves them in a
-    # checkpoint of its own, and reports the cluster it ran on.
+    # Distributed: evaluate the variables on the ps, and checkpoint them here.
     if curve.every:
         curve.write()
     test_loss, test_accuracy = test_loss_and_accuracy()

@@ -29,13 +29,7 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the cluster flags, R, how many gradients
-    # each update averages (--replicas_to_aggregate), each worker's own rate
-    # (--learning_rates), and the optimizer the ps applies to their average
-    # (--optimizer). A global step here is one update from a minibatch of
-    # every worker, so the real data sets' 3000 steps are the baseline's 6000
-    # minibatches; and it averages two gradients, so the rate there is
-    # 2 × 0.2, as for a batch twice as large (see README.md).
+    # Distributed: add the cluster flags, R, each worker's rate and the ps's optimizer.
     parser = flags.make_parser(
         __doc__, __file__,
         train_steps=flags.ByDataset(synthetic=1000, real=3000),
@@ -52,16 +46,13 @@ def main():
                              "scaled gradients")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
-    # Distributed: R is every worker by default, and at most that many, or no
-    # update would ever complete.
+    # Distributed: average R gradients per update, one per worker by default.
     replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
                                                   task.num_workers)
-    # Distributed: one rate per worker (by default --learning_rate for all),
-    # each task picking its own below.
+    # Distributed: give every worker a rate, --learning_rate unless set.
     rates = args.learning_rates or [args.learning_rate] * task.num_workers
     if len(rates) != task.num_workers:
         raise flags.UsageError(
@@ -71,10 +62,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `counters`
-    # tallies kept on the ps, `evaluator` the evaluator task's loop,
-    # `placement` where each task computes, `protocol` how the tasks start and
-    # stop, `recovery` restarts, `sync` SyncReplicasOptimizer's helpers.
+    # Distributed: import the cluster protocol, counters and sync helpers.
     from guide.distributed import (
         counters,
         evaluator,
@@ -93,48 +81,34 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run a server for this task, which the other tasks reach.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it, and
-    # aggregates the gradients; unlike server.join(), this returns once every
-    # worker has said it is done.
+    # Distributed: a ps serves its variables until every worker is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: give each worker its own shard of the training set.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
-    # Distributed: one global step averages R workers' minibatches, so it
-    # counts R times as many examples as one worker's.
+    # Distributed: count R workers' minibatches in one global step.
     examples_per_step = replicas * args.batch_size
 
     # --- The graph: variables on the ps, computation on this worker ---
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker.
+    # Distributed: place the variables on the ps and the ops on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # Distributed: the update rule: worker i sends (η_i / η) g_i; the ps
-        # averages R of them, computed on the θ of this step, and applies its
-        # optimizer (--optimizer) with rate η. With SGD that is
-        # θ ← θ − (1/R) Σ_i η_i g_i; with momentum or Adam, the same average
-        # feeds the optimizer's state, so each worker still counts as η_i;
-        # Adam normalises its steps, so there the η_i are relative weights.
-        # SyncReplicasOptimizer wraps the optimizer: the workers' gradients go
-        # into accumulators on the ps, and the chief's update thread applies
-        # their mean and advances the global step by one.
+        # Distributed: average R gradients on the ps, then apply --optimizer.
         optimizers = {
             "sgd": tf.compat.v1.train.GradientDescentOptimizer,
             "momentum": lambda rate: tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
@@ -144,63 +118,48 @@ def main():
             optimizers[args.optimizer](args.learning_rate),
             replicas_to_aggregate=replicas,
             total_num_replicas=task.num_workers)
-        # Distributed: this worker scales its gradient g_i by its own rate,
-        # η_i / η, before the ps averages it with the others'.
+        # Distributed: scale this worker's gradient by its own rate, η_i / η.
         my_rate = rates[task.task_index]
         scaled = [(gradient * (my_rate / args.learning_rate), variable)
                   for gradient, variable
                   in optimizer.compute_gradients(classifier.loss)]
-        # Distributed: each step sends this worker's scaled gradient to the
-        # accumulators, and counts it on the ps, so the report can tell how
-        # many gradients were dropped as stale.
+        # Distributed: count this worker's gradients on the ps, to report stale ones.
         gradients_computed = counters.WorkerCounter(task, "gradients_computed")
         train_op = tf.group(
             optimizer.apply_gradients(scaled, global_step=global_step),
             gradients_computed.increment)
-    # Distributed: as a worker stops, it hands a token to every other one, so
-    # that none stays blocked waiting for a step that will never come.
+    # Distributed: as this worker stops, release the workers waiting for a token.
     release_waiters = sync.release_token_waiters(optimizer, global_step, task)
-    # Distributed: how many gradients wait in the accumulator unused, which
-    # the count of dropped gradients leaves out.
+    # Distributed: count the gradients left unused in the accumulator.
     left_over = sync.pending_gradient_count(
         accumulator_of=classifier.mlp.hidden_weights)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the variables on the ps, or resumes
-    # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or resumes the model; the others wait.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
-    # Distributed: the chief's hook starts the thread that applies the
-    # averaged updates, and hands out tokens, one per worker after each
-    # update; a worker takes one before each step.
+    # Distributed: the chief applies the averaged updates and hands out tokens.
     sync_hook = sync.SyncReplicasHook(optimizer, task.is_chief)
+    # Distributed: only the chief writes summaries, stale gradients among them.
+    summary_dir = logdir if task.is_chief else None
     hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
-                                 # Distributed: a step averages R minibatches.
                                  examples_per_step=examples_per_step,
-                                 # Distributed: only the chief writes summaries,
-                                 # among them how many gradients were dropped
-                                 # as stale.
-                                 summary_dir=logdir if task.is_chief else None,
+                                 summary_dir=summary_dir,
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
-    # Distributed: only the chief tracks test accuracy, with --eval_every,
-    # counting R minibatches a step.
+    # Distributed: only the chief tracks test accuracy as training goes.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
+    # Distributed: train through this task's server, the chief checkpointing;
+    # close without waiting for the chief's blocked update thread.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
-            # Distributed: the chief's update thread is blocked waiting for
-            # gradients that will not come, until the session's close ends
-            # it: do not wait for it first (the default waits 120 s).
             stop_grace_period_secs=0) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
@@ -211,8 +170,7 @@ def main():
             session.run(train_op, classifier.feed(batch_images, batch_labels))
         # Distributed: let any worker still waiting for a token finish.
         monitored.run_without_hooks(session, release_waiters)
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the chief waits until the other workers say they stopped.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -220,11 +178,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and its result names the
-        # cluster, the optimizer, each worker's rate, R, the gradients each
-        # worker computed, and how many were never averaged into an update,
-        # dropped as stale (computed on an older θ than the step's; an upper
-        # bound if a step averaged more than R).
+        # Distributed: only the chief evaluates, and reports rates and stale gradients.
         if task.is_chief:
             computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
@@ -240,7 +194,7 @@ def main():
                 optimizer=args.optimizer, learning_rates=rates,
                 replicas_to_aggregate=replicas, gradients_computed=computed,
                 gradients_dropped=dropped)
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 

@@ -27,13 +27,7 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the cluster flags and synchronous SGD's
-    # own: R, how many gradients each update averages
-    # (--replicas_to_aggregate), and --exact. A global step here is one
-    # update from a minibatch of every worker, so the real data sets' 3000
-    # steps are the baseline's 6000 minibatches; and it averages two
-    # gradients, so the rate there is 2 × 0.2, as for a batch twice as large
-    # (see README.md).
+    # Distributed: add the cluster flags, R (--replicas_to_aggregate) and --exact.
     parser = flags.make_parser(
         __doc__, __file__,
         train_steps=flags.ByDataset(synthetic=1000, real=3000),
@@ -48,13 +42,10 @@ def main():
                              "follows Non-Distributed_Setup.py step for step")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
-    # Distributed: R is every worker by default, and at most that many, or no
-    # update would ever complete; --exact needs one gradient from every
-    # worker, each from an equal slice of the global batch.
+    # Distributed: average R gradients per update, one per worker by default.
     replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
                                                   task.num_workers)
     if args.exact and (replicas != task.num_workers
@@ -67,10 +58,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `counters`
-    # tallies kept on the ps, `evaluator` the evaluator task's loop,
-    # `placement` where each task computes, `protocol` how the tasks start and
-    # stop, `recovery` restarts, `sync` SyncReplicasOptimizer's helpers.
+    # Distributed: import the cluster protocol, counters and sync helpers.
     from guide.distributed import (
         counters,
         evaluator,
@@ -89,27 +77,20 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run a server for this task, which the other tasks reach.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it, and
-    # aggregates the gradients; unlike server.join(), this returns once every
-    # worker has said it is done.
+    # Distributed: a ps serves its variables until every worker is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker's own shard, or its slice of the global batch ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker trains on examples of its own. With --exact,
-    # every worker draws the same global batches as the baseline does and
-    # trains on its own rows of each, so that one update averages the
-    # baseline's whole minibatch; otherwise each worker takes its own slice
-    # of the training set, and its own batch order, so no two workers train
-    # on the same minibatch.
+    # Distributed: give each worker its own shard, or with --exact its own
+    # rows of the baseline's global batches.
     if args.exact:
         batches = data.Batches(dataset.train_images, dataset.train_labels,
                                args.batch_size, seed=args.seed)
@@ -122,86 +103,62 @@ def main():
         batches = data.Batches(*shard, args.batch_size,
                                seed=args.seed + task.task_index)
         rows = slice(None)
-    # Distributed: one global step averages R workers' minibatches, so it
-    # counts R times as many examples as one worker's.
+    # Distributed: count R workers' minibatches in one global step.
     examples_per_step = replicas * (slice_size if args.exact else args.batch_size)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker.
+    # Distributed: place the variables on the ps and the ops on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # Distributed: the update rule, θ ← θ − η · mean of the gradients
-        # computed on the θ of this step, once R = --replicas_to_aggregate of
-        # them are in (more, if more arrived before the update thread took
-        # them); gradients computed on an older θ are dropped as stale.
-        # SyncReplicasOptimizer wraps the baseline's optimizer: the workers'
-        # gradients go into accumulators on the ps, and the chief's update
-        # thread applies their mean and advances the global step by one.
+        # Distributed: average R workers' gradients on the ps into one update.
         optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate),
             replicas_to_aggregate=replicas,
             total_num_replicas=task.num_workers)
-        # Distributed: each step sends this worker's gradient to the
-        # accumulators, and counts it on the ps, so the report can tell how
-        # many gradients were dropped as stale.
+        # Distributed: count this worker's gradients on the ps, to report stale ones.
         gradients_computed = counters.WorkerCounter(task, "gradients_computed")
         train_op = tf.group(
             optimizer.minimize(classifier.loss, global_step=global_step),
             gradients_computed.increment)
-    # Distributed: as a worker stops, it hands a token to every other one, so
-    # that none stays blocked waiting for a step that will never come.
+    # Distributed: as this worker stops, release the workers waiting for a token.
     release_waiters = sync.release_token_waiters(optimizer, global_step, task)
-    # Distributed: how many gradients wait in the accumulator unused, which
-    # the count of dropped gradients leaves out.
+    # Distributed: count the gradients left unused in the accumulator.
     left_over = sync.pending_gradient_count(
         accumulator_of=classifier.mlp.hidden_weights)
-    # Distributed: with --exact, a barrier after each step keeps a fast worker
-    # from sending a second gradient to the same step; it counts rounds, so
-    # a restarted worker rejoins the round it left.
+    # Distributed: with --exact, meet the other workers after each step.
     barrier = (sync.step_barrier(task, optimizer, args.train_steps,
                                     gradients_computed)
                if args.exact else None)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the variables on the ps, or resumes
-    # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or resumes the model; the others wait.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
-    # Distributed: the chief's hook starts the thread that applies the
-    # averaged updates, and hands out tokens, one per worker after each
-    # update; a worker takes one before each step.
+    # Distributed: the chief applies the averaged updates and hands out tokens.
     sync_hook = sync.SyncReplicasHook(optimizer, task.is_chief)
+    # Distributed: only the chief writes summaries, stale gradients among them.
+    summary_dir = logdir if task.is_chief else None
     hooks = [sync_hook,
              tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
-                                 # Distributed: a step averages R minibatches.
                                  examples_per_step=examples_per_step,
-                                 # Distributed: only the chief writes summaries,
-                                 # among them how many gradients were dropped
-                                 # as stale.
-                                 summary_dir=logdir if task.is_chief else None,
+                                 summary_dir=summary_dir,
                                  summaries=[gradients_computed.dropped_summaries(
                                      global_step, left_over, replicas)])]
-    # Distributed: only the chief tracks test accuracy, with --eval_every,
-    # counting R minibatches a step.
+    # Distributed: only the chief tracks test accuracy as training goes.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=examples_per_step))
+    # Distributed: train through this task's server, the chief checkpointing;
+    # close without waiting for the chief's blocked update thread.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
-            # Distributed: the chief's update thread is blocked waiting for
-            # gradients that will not come, until the session's close ends
-            # it: do not wait for it first (the default waits 120 s).
             stop_grace_period_secs=0) as session:
         # Distributed: the chief tells the other workers the model is ready.
         if task.is_chief:
@@ -209,17 +166,15 @@ def main():
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
-            # Distributed: this worker trains on its rows of the minibatch:
-            # all of them, or with --exact its slice of the global batch.
+            # Distributed: train on this worker's rows of the minibatch.
             session.run(train_op, classifier.feed(batch_images[rows],
                                                   batch_labels[rows]))
-            # Distributed: with --exact, one gradient per worker per step.
+            # Distributed: with --exact, wait until every worker sent this step.
             if barrier is not None:
                 monitored.run_without_hooks(session, barrier)
         # Distributed: let any worker still waiting for a token finish.
         monitored.run_without_hooks(session, release_waiters)
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the chief waits until the other workers say they stopped.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -227,11 +182,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and its result names the
-        # cluster, R, --exact, the gradients each worker computed, and how
-        # many were never averaged into an update, dropped as stale (computed
-        # on an older θ than the step's; an upper bound if a step averaged
-        # more than R).
+        # Distributed: only the chief evaluates, and reports R and stale gradients.
         if task.is_chief:
             computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
@@ -245,7 +196,7 @@ def main():
                 start_step=resume.start_step, examples_per_step=examples_per_step,
                 replicas_to_aggregate=replicas, exact=args.exact,
                 gradients_computed=computed, gradients_dropped=dropped)
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 
