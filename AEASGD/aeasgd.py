@@ -26,12 +26,7 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the cluster flags and the elastic
-    # exchange's own: its period T (--communication_window) and the strength
-    # ρ of its pull (--rho). The exchange moves the centre and the W workers
-    # together, so they advance by η / (W + 1) per minibatch: on the real
-    # data sets the rate is (W + 1) × 0.2 for the default 2 workers (see
-    # README.md).
+    # Distributed: add the cluster flags, the window T and the elastic strength ρ.
     parser = flags.make_parser(
         __doc__, __file__,
         learning_rate=flags.ByDataset(synthetic=0.2, real=0.6))
@@ -43,16 +38,12 @@ def main():
                              "choice)")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: a window longer than the run would overshoot --train_steps.
+    # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster, from TF_CONFIG or the flags.
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
-    # Distributed: the elastic force α = η ρ that pulls a worker and the
-    # centre together. By default it is the paper's guidance for the
-    # asynchronous case, α = β / W with β = 0.9, so that the W workers
-    # together pull the centre by at most 0.9 a round.
+    # Distributed: set the elastic force α = η ρ, by default the paper's, and check it.
     rho = args.rho or 0.9 / (task.num_workers * args.learning_rate)
     alpha = args.learning_rate * rho
     if not 0 < alpha < 1:
@@ -62,10 +53,7 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `counters`
-    # tallies kept on the ps, `evaluator` the evaluator task's loop,
-    # `placement` where each task computes, `protocol` how the tasks start and
-    # stop, `recovery` restarts.
+    # Distributed: the helpers that start, stop, place and restore the tasks.
     from guide.distributed import counters, evaluator, placement, protocol, recovery
     from guide.training import model, monitored, report
 
@@ -77,46 +65,36 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run this task's server, through which the others reach it.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the centre placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    # Distributed: a ps only serves, until every worker says it is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: give each worker its own shard of the data and batch order.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the centre on the ps, a local copy on this worker ---
-    # Distributed: replica_device_setter puts every variable made in its
-    # blocks on a ps (round robin over them) and every op on this worker.
+    # Distributed: put the variables on the ps and the ops on this worker.
     worker_device = f"/job:worker/task:{task.task_index}"
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        # Distributed: θ̃, the centre, is the global state on the ps that
-        # every worker pulls towards (the chief initialises it, and evaluates
-        # it at the end); beside it the ps counts each worker's exchanges
-        # and their staleness.
+        # Distributed: keep the centre θ̃ and the log of the exchanges on the ps.
         central = model.MLP(args.seed)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    # Distributed: θ, this worker's own copy, lives on its own device and out
-    # of the checkpoints (guide/distributed/placement.py); it trains alone
-    # between two exchanges, so its loss is kept in a variable that the
-    # progress lines read once per window.
+    # Distributed: keep θ and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):
         local = model.MLP(args.seed)
@@ -126,74 +104,58 @@ def main():
 
         # The update rule between exchanges: θ ← θ − η g, the baseline's.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
-        # Distributed: the local step changes this worker's copy θ only (not
-        # the centre), and keeps its loss for the progress lines.
+        # Distributed: step this worker's copy θ only, not the centre; keep the loss.
         local_step = tf.group(
             optimizer.minimize(classifier.loss, var_list=local.variables),
             last_loss.assign(classifier.loss))
 
-    # Distributed: the exchange with the ps, every T = --communication_window
-    # local steps; its ops read and change the centre there.
+    # Distributed: build the elastic exchange with the ps, run every T local steps.
     window = args.communication_window
     with tf.compat.v1.device(device_setter):
-        # Distributed: at the start every worker begins at the centre,
-        # θ ← θ̃, and notes the global step it pulled at (for the staleness).
+        # Distributed: start every worker at the centre, θ ← θ̃, noting the step.
         start_at_centre = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
               in zip(local.variables, central.variables)],
             commit_log.record_pull(global_step))
-        # Distributed: the update rule, the elastic difference
-        # E = α (θ − θ̃) between this worker's copy and the centre.
+        # Distributed: the update rule's elastic difference, E = α (θ − θ̃).
         elastic = [alpha * (local_variable - central_variable.read_value())
                    for local_variable, central_variable
                    in zip(local.variables, central.variables)]
-        # Distributed: the two copies pull towards each other, θ ← θ − E and
-        # θ̃ ← θ̃ + E.
+        # Distributed: pull the two copies together, θ ← θ − E and θ̃ ← θ̃ + E.
         applied = tf.group(
             *[local_variable.assign_sub(difference)
               for local_variable, difference in zip(local.variables, elastic)],
             *[central_variable.assign_add(difference)
               for central_variable, difference in zip(central.variables, elastic)])
-        # Distributed: the global step counts the window's T minibatches. It
-        # advances only once the exchange is applied and its staleness counted
-        # (which reads it), so whoever reads the new step, a checkpoint
-        # included, finds the exchange in the central copy.
+        # Distributed: advance the global step by T once the exchange is applied.
         counted = commit_log.record_commit(global_step)
         with tf.control_dependencies([applied, counted]):
             exchange = global_step.assign_add(window).op
-        # Distributed: note the global step after the exchange, from which
-        # the next commit's staleness is counted.
+        # Distributed: note the step after the exchange, for the next staleness.
         note_exchange = commit_log.record_pull(global_step)
         # Distributed: TensorBoard shows how far this copy is from the centre.
         distance = report.ElasticDistance(local.variables, central.variables)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the centre on the ps, or resumes it
-    # after a restart; the others wait for its signal, with no 30 s poll
-    # (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or restores the centre; the others wait.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    # Distributed: only the chief writes summaries; the hooks run once per
+    # window, so they count T steps a run and read the last local loss.
+    summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             # Distributed: the hooks see one run per window (the exchange's
-             # note), so progress counts T minibatches a run and reports the
-             # last local step's loss.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,
-                                 # Distributed: only the chief writes summaries,
-                                 # with the exchanges per worker, their
-                                 # staleness, and the distance to the centre.
-                                 summary_dir=logdir if task.is_chief else None,
+                                 summary_dir=summary_dir,
                                  summaries=[commit_log, distance])]
-    # Distributed: only the chief tracks test accuracy, with --eval_every, of
-    # the centre.
+    # Distributed: only the chief tracks the centre's test accuracy.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, evaluation, dataset,
             examples_per_step=args.batch_size))
+    # Distributed: run through this task's server; only the chief saves checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
@@ -205,20 +167,15 @@ def main():
         # Distributed: every worker starts from the centre, θ ← θ̃.
         monitored.run_without_hooks(session, start_at_centre)
         while not session.should_stop():
-            # Distributed: T local steps on this worker's copy; they bypass
-            # the hooks, whose read of the global step would cost each one a
-            # round trip to the ps.
+            # Distributed: T local steps on this worker's copy, bypassing the hooks.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 monitored.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            # Distributed: the elastic exchange ±E, then the note after it,
-            # which alone goes through the hooks (stop at step, progress):
-            # once per window, with an up-to-date global step.
+            # Distributed: the elastic exchange ±E, then the note, which runs the hooks.
             monitored.run_without_hooks(session, exchange)
             session.run(note_exchange)
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the other workers report they have stopped; the chief waits.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -226,10 +183,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report: the centre (the chief only) ---
-        # Distributed: only the chief evaluates, the centre θ̃, and it keeps
-        # its own copy θ too (local_copy.npz), which no checkpoint holds; its
-        # result names the cluster, the exchange's α and ρ, and each worker's
-        # exchanges and their staleness.
+        # Distributed: only the chief evaluates θ̃, and keeps its own copy θ.
         if task.is_chief:
             report.save_local_copy(session, local.variables, logdir)
             settings = dict(
@@ -242,7 +196,7 @@ def main():
                 start_step=resume.start_step, communication_window=window,
                 rho=round(rho, 4), alpha=round(alpha, 4),
                 **commit_log.results(session))
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 

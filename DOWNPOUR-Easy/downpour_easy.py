@@ -25,28 +25,22 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the classic cluster flags, and the window
-    # T: T = 2 halves the traffic of T = 1; with larger T the workers'
-    # unscaled sums pile up on each other and cost accuracy (see README.md).
+    # Distributed: add the cluster flags and the window T (--communication_window).
     parser = flags.make_parser(__doc__, __file__)
     parser.add_argument("--communication_window", type=flags.positive_int, default=2,
                         help="local steps between two exchanges with the ps (T)")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: a window longer than the run would overshoot --train_steps.
+    # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster, from TF_CONFIG or the flags.
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `counters`
-    # tallies kept on the ps, `evaluator` the evaluator task's loop,
-    # `placement` where each task computes, `protocol` how the tasks start and
-    # stop, `recovery` restarts.
+    # Distributed: the helpers that start, stop, place and restore the tasks.
     from guide.distributed import counters, evaluator, placement, protocol, recovery
     from guide.training import model, monitored, report
 
@@ -58,46 +52,36 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run this task's server, through which the others reach it.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    # Distributed: a ps only serves, until every worker says it is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: give each worker its own shard of the data and batch order.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy on the ps, a local copy on this worker ---
-    # Distributed: replica_device_setter puts every variable made under it on
-    # a ps (round robin over them) and every op on this worker, whose device
-    # also holds the local copy.
+    # Distributed: put the variables on the ps and the ops on this worker.
     worker_device = f"/job:worker/task:{task.task_index}"
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
-    # Distributed: the global state, on the ps: the global step, the central
-    # copy θ̃ (initialised once, by the chief), the log of the commits per
-    # worker and their staleness, and a classifier on θ̃ for the evaluation.
+    # Distributed: keep the global step, θ̃ and the commit log on the ps.
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         central = model.MLP(args.seed)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
-    # Distributed: this worker's own state, local variables that the chief
-    # neither initialises nor checkpoints: the local copy θ, overwritten by
-    # every pull, the sum Σ g of the window's gradients, and the last local
-    # step's loss, which the progress line and summaries read.
+    # Distributed: keep θ, Σ g and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device):
         local = model.MLP(args.seed)
         gradient_sum = [
@@ -108,8 +92,7 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: one local step, on this worker only, with no traffic
-        # to the ps: θ ← θ − η g, and Σ g ← Σ g + g for the next commit.
+        # Distributed: a local step θ ← θ − η g, and Σ g ← Σ g + g; no ps traffic.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
@@ -118,26 +101,18 @@ def main():
               for total, gradient in zip(gradient_sum, gradients)],
             last_loss.assign(classifier.loss))
 
-    # Distributed: the exchange with the ps, once every T local steps; its
-    # ops run on the ps, beside the central copy.
+    # Distributed: build the exchange with the ps, run once every T local steps.
     window = args.communication_window
     with tf.compat.v1.device(device_setter):
-        # Distributed: the commit, the update rule on the ps: θ̃ ← θ̃ − η Σ g,
-        # one SGD step with the window's summed gradient, with no lock
-        # against the other workers' commits.
+        # Distributed: the commit, the update rule on the ps: θ̃ ← θ̃ − η Σ g.
         applied = tf.group(
             *[central_variable.assign_sub(args.learning_rate * total)
               for central_variable, total in zip(central.variables, gradient_sum)])
-        # Distributed: the global step counts the window's T minibatches. It
-        # advances only once the commit is applied and its staleness counted
-        # (which reads it), so whoever reads the new step, a checkpoint
-        # included, finds the commit in the central copy.
+        # Distributed: advance the global step by T once the commit is applied.
         counted = commit_log.record_commit(global_step)
         with tf.control_dependencies([applied, counted]):
             commit = global_step.assign_add(window).op
-        # Distributed: the pull starts the next window from the central copy,
-        # θ ← θ̃, Σ g ← 0, and notes the global step, to measure the next
-        # commit's staleness.
+        # Distributed: pull θ ← θ̃, reset Σ g ← 0, and note the step for staleness.
         pull = tf.group(
             *[local_variable.assign(central_variable.read_value())
               for local_variable, central_variable
@@ -146,31 +121,24 @@ def main():
             commit_log.record_pull(global_step))
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the variables on the ps, or resumes
-    # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or restores the ps; the others wait for it.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    # Distributed: only the chief writes summaries; the hooks run once per
+    # window, so they count T steps a run and read the last local loss.
+    summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
-             # Distributed: the hooks run once per window, with the pull, so
-             # the progress line reads the last local step's loss from its
-             # variable, and counts a window's T steps per run.
              report.ProgressHook(global_step, last_loss, args.log_every,
                                  examples_per_step=args.batch_size,
                                  steps_per_run=window,
-                                 # Distributed: only the chief writes summaries,
-                                 # with the commits per worker and their
-                                 # staleness.
-                                 summary_dir=logdir if task.is_chief else None,
+                                 summary_dir=summary_dir,
                                  summaries=[commit_log])]
-    # Distributed: only the chief tracks the central copy's test accuracy,
-    # with --eval_every.
+    # Distributed: only the chief tracks the central copy's test accuracy.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, evaluation, dataset,
             examples_per_step=args.batch_size))
+    # Distributed: run through this task's server; only the chief saves checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
@@ -179,26 +147,18 @@ def main():
         if task.is_chief:
             protocol.announce_chief_ready(server, task)
         start = time.perf_counter()
-        # Distributed: the first pull starts this worker from θ̃. Only the
-        # pull at the end of each window goes through the hooks (stop at
-        # step, progress): it follows the commit, so the global step they
-        # read is up to date. The hooks read it from the ps, so the local
-        # steps, which must not talk to the ps, bypass them, and so do the
-        # commit and this first pull.
+        # Distributed: start from θ̃; only the pull after each commit runs the hooks.
         monitored.run_without_hooks(session, pull)
         while not session.should_stop():
-            # Distributed: T local steps on θ, each summing its gradient into
-            # Σ g, with no exchange with the ps.
+            # Distributed: T local steps on θ, with no exchange with the ps.
             for _ in range(window):
                 batch_images, batch_labels = batches.next()
                 monitored.run_without_hooks(
                     session, local_step, classifier.feed(batch_images, batch_labels))
-            # Distributed: push Σ g to the ps, then pull θ ← θ̃ for the next
-            # window.
+            # Distributed: push Σ g to the ps, then pull θ ← θ̃ for the next window.
             monitored.run_without_hooks(session, commit)
             session.run(pull)
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the other workers report they have stopped; the chief waits.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -206,9 +166,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report: the central copy (the chief only) ---
-        # Distributed: only the chief evaluates, the central copy θ̃, and its
-        # result names the cluster, the window T, and the commits per worker
-        # and their staleness.
+        # Distributed: only the chief evaluates θ̃, and reports T and the commits.
         if task.is_chief:
             settings = dict(
                 dataset=args.dataset, train_steps=args.train_steps,
@@ -219,7 +177,7 @@ def main():
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, communication_window=window,
                 **commit_log.results(session))
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 

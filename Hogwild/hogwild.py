@@ -25,21 +25,17 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: the parser adds the classic cluster flags, --ps_hosts,
-    # --worker_hosts, --job_name and --task_index.
+    # Distributed: parse the cluster flags too (--ps_hosts, --job_name, ...).
     args = flags.parse(flags.make_parser(__doc__, __file__))
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
-    # Distributed: this task's place in the cluster, from TF_CONFIG if it is
-    # set, else from the cluster flags.
+    # Distributed: find this task's place in the cluster, from TF_CONFIG or the flags.
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: guide.distributed holds what the cluster adds: `evaluator`
-    # the evaluator task's loop, `placement` where each task computes,
-    # `protocol` how the tasks start and stop, `recovery` restarts.
+    # Distributed: the helpers that start, stop, place and restore the tasks.
     from guide.distributed import evaluator, placement, protocol, recovery
     from guide.training import model, report
 
@@ -51,61 +47,52 @@ def main():
         return evaluator.run(logdir, dataset, args.train_steps)
 
     # --- The cluster: every task runs a server; a ps only serves ---
-    # Distributed: a ClusterSpec names every task, and each process runs a
-    # Server for its own task, through which the others reach its devices.
+    # Distributed: run this task's server, through which the others reach it.
     cluster_spec = tf.train.ClusterSpec(task.cluster)
     server = tf.distribute.Server(
         cluster_spec, job_name=task.job_name, task_index=task.task_index,
         config=placement.session_config(task))
-    # Distributed: a ps only serves the variables placed on it; unlike
-    # server.join(), this returns once every worker has said it is done.
+    # Distributed: a ps only serves, until every worker says it is done.
     if task.job_name == "ps":
         protocol.serve_until_workers_done(server, task)
         return
 
     # --- The data: each worker trains on its own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-    # Distributed: each worker takes its own slice of the training set, and
-    # its own batch order, so no two workers train on the same minibatch.
+    # Distributed: give each worker its own shard of the data and batch order.
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
 
     # --- The graph: variables on the ps, computation on this worker ---
-    # Distributed: replica_device_setter puts every variable made in this
-    # block on a ps (round robin over them) and every op on this worker.
+    # Distributed: put the variables on the ps and the ops on this worker.
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         classifier = model.Classifier(args.seed)
-        # Distributed: the update rule, theta <- theta - learning_rate *
-        # gradient, is applied on the ps the moment this worker's gradient
-        # arrives, with no lock against the other workers' updates
-        # (Hogwild's "lock-free").
+        # Distributed: apply each gradient on the ps at once, without a lock.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(
             args.learning_rate, use_locking=False)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises the variables on the ps, or resumes
-    # them after a restart; the others wait for its signal, with no 30 s
-    # poll (guide/distributed/recovery.py).
+    # Distributed: the chief initialises or restores the ps; the others wait for it.
     resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    # Distributed: only the chief writes summaries.
+    summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 # Distributed: only the chief writes summaries.
-                                 summary_dir=logdir if task.is_chief else None)]
+                                 summary_dir=summary_dir)]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
             logdir, args.eval_every, global_step, classifier, dataset,
             examples_per_step=args.batch_size))
+    # Distributed: run through this task's server; only the chief saves checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
-            # Distributed: the session runs through this task's server; only
-            # the chief initialises, restores and writes checkpoints.
             master=server.target, is_chief=task.is_chief,
             config=placement.session_config(task), scaffold=resume.scaffold,
             checkpoint_dir=logdir, hooks=hooks,
@@ -117,8 +104,7 @@ def main():
         while not session.should_stop():
             batch_images, batch_labels = batches.next()
             session.run(train_op, classifier.feed(batch_images, batch_labels))
-        # Distributed: the other workers say they have stopped, and the chief
-        # waits for them, so its time and its result cover the whole run.
+        # Distributed: the other workers report they have stopped; the chief waits.
         if task.is_chief:
             protocol.wait_for_workers_to_finish(server, task)
         else:
@@ -126,8 +112,7 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and its result names the
-        # cluster it ran on.
+        # Distributed: only the chief evaluates, and names the cluster in its result.
         if task.is_chief:
             settings = dict(
                 dataset=args.dataset, train_steps=args.train_steps,
@@ -137,7 +122,7 @@ def main():
                 session, logdir, settings, "hogwild", classifier, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step)
-    # Distributed: tells the ps this worker is done, so that it can exit.
+    # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 
