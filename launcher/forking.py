@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import traceback
 
 from . import network
@@ -41,6 +42,11 @@ PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 LAUNCHER = "launcher"
 # A request's length travels first, as 8 bytes.
 LENGTH = struct.Struct("!Q")
+# How long a launcher waits for the fork server to take its request and
+# answer with the task's pid.
+SERVER_DEADLINE_S = 60.0
+# SO_PEERCRED's answer: the peer's pid, uid and gid.
+CREDENTIALS = struct.Struct("3i")
 
 
 def fork_mode(value):
@@ -52,6 +58,12 @@ def fork_mode(value):
     if value == "1":
         return LAUNCHER
     if os.path.exists(value) and stat.S_ISSOCK(os.stat(value).st_mode):
+        owner = os.stat(value).st_uid
+        if owner != os.geteuid():
+            # Our tasks' environment would go to another user's program.
+            raise LaunchError(f"{PRELOAD} is {value!r}, a socket of uid "
+                              f"{owner}, not yours; start a fork server of "
+                              f"your own, or unset it")
         return value
     raise LaunchError(f"{PRELOAD} is {value!r}, which is neither 0, 1 nor the "
                      f"socket of a running fork server; unset it, or start "
@@ -74,6 +86,16 @@ class Forked:
         self.returncode = None
         self._exited = os.pidfd_open(self.pid)  # readable once it has exited
         self._lock = threading.Lock()  # the reader and teardown both wait
+
+    def fileno(self):
+        """Readable once the task has exited (for select)."""
+        return self._exited
+
+    def end_group(self):
+        """Once the task has exited and before it is reaped: SIGKILLs what
+        it left in its process group."""
+        if self.returncode is None:
+            network.kill_group(self.pid)
 
     def poll(self):
         with self._lock:
@@ -151,9 +173,11 @@ def run_forked(argv, env, enter, name, pipe):
 class Served:
     """A task forked by the fork server at socket `server`, in
     the user namespace of this launcher and the network namespace
-    `net_fd`. The server reaps it and sends its exit code; if this launcher
-    dies, the server kills it. The part of Popen's interface the launcher
-    uses, as Forked."""
+    `net_fd`. The server kills what it left in its process group, reaps it
+    and sends its exit code; if this launcher dies, the server kills it.
+    The part of Popen's interface the launcher uses, as Forked. A server
+    that does not answer within SERVER_DEADLINE_S, or is run by another
+    user, is a ConnectionError."""
 
     def __init__(self, argv, env, net_fd, name, server, cwd=None,
                  output=None):
@@ -164,7 +188,15 @@ class Served:
         else:
             read_end, write_end = None, os.dup(output)
         self._connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # connect() and sending wait at most this long (a full backlog).
+        self._connection.settimeout(SERVER_DEADLINE_S)
         self._connection.connect(server)
+        _, uid, _ = CREDENTIALS.unpack(self._connection.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, CREDENTIALS.size))
+        if uid != os.geteuid():
+            self._connection.close()
+            raise ConnectionError(f"the fork server at {server} runs as uid "
+                                  f"{uid}, not as you; not asking it")
         request = json.dumps({"argv": list(argv), "env": dict(env),
                               "cwd": cwd or os.getcwd(), "name": name}).encode()
         user_fd = os.open("/proc/self/ns/user", os.O_RDONLY)
@@ -181,7 +213,12 @@ class Served:
                     os.close(fd)
         self.stdout = None if read_end is None else open(read_end, "rb")
         self._replies = b""
-        self.pid = int(self._reply(None))
+        pid = self._reply(SERVER_DEADLINE_S)
+        if pid is None:
+            self._connection.close()
+            raise ConnectionError(f"the fork server at {server} did not "
+                                  f"answer within {SERVER_DEADLINE_S:g} s")
+        self.pid = int(pid)
         if self.pid <= 0:  # what a hang-up reads as
             raise ConnectionError(f"the fork server at {server} hung up "
                                   f"before it forked {name}")
@@ -189,11 +226,16 @@ class Served:
         self._lock = threading.Lock()  # the reader and teardown both wait
 
     def _reply(self, timeout):
-        """The server's next line, or None if none came within `timeout`."""
+        """The server's next line, or None if none came within `timeout`.
+        Read a byte at a time (a line is a number), so that the socket is
+        readable exactly when the next line has come."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._replies:
-            if not select.select([self._connection], [], [], timeout)[0]:
+            left = None if deadline is None else \
+                max(0.0, deadline - time.monotonic())
+            if not select.select([self._connection], [], [], left)[0]:
                 return None
-            chunk = self._connection.recv(4096)
+            chunk = self._connection.recv(1)
             if not chunk:
                 # The server has died, and its tasks with it: this one was
                 # killed as by SIGKILL.

@@ -30,8 +30,10 @@ process outside it can connect to the tasks; --network hosts gives each
 task its own namespace and address, --network host runs them on this
 machine's network (network.py, docs/multi-host.md).
 
-Each task runs in its own process group, and asks the kernel to kill it if
-the launcher dies, so no task outlives the launcher. --ps, --workers,
+Each task runs in its own process group, killed as a group when the task
+ends, and every task, and whatever it started, runs in a PID namespace of
+the job's own that the kernel empties when the launcher dies, however it
+dies (reaping.py), so no process of the job outlives the launcher. --ps, --workers,
 --timeout, --max_restarts, --coordinator, --evaluator, --network and
 --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
@@ -47,6 +49,7 @@ import json
 import os
 import queue
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -56,9 +59,8 @@ import time
 from guide.training import logdirs
 from guide.training.flags import UsageError
 
-from . import PROG, network
+from . import PROG, network, reaping
 from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
-from .network import die_with_parent
 from .options import (
     LaunchError,
     check_tensorflow,
@@ -72,6 +74,8 @@ from .options import (
 
 LAST_LINES = 15
 STOP_GRACE_S = 5.0
+# `--help` shows the script's flags, from a Python given this long.
+HELP_TIMEOUT_S = 120
 EXIT_TIMEOUT = 124
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
@@ -104,7 +108,7 @@ class Task:
     """One child process, its log file and its last lines of output."""
 
     def __init__(self, job, index, command, env, log_path, namespace=None,
-                 fork=None):
+                 fork=None, processes=None):
         self.name = f"{job}:{index}"
         # None: a new Python; LAUNCHER: forked from this launcher; else the
         # socket of the fork server that forks it (forking.py).
@@ -113,6 +117,8 @@ class Task:
         # `namespace`, if given, is the fd of the network namespace the task
         # joins as it starts (--network hosts).
         self.command, self.env, self.namespace = command, env, namespace
+        # The job's PID namespace (reaping.JobNamespace), if it has one.
+        self.processes = processes
         self.log = open(log_path, "w", buffering=1)
         self.last_lines = collections.deque(maxlen=LAST_LINES)
         self.process = None
@@ -120,36 +126,47 @@ class Task:
 
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
-        same TF_CONFIG, same log file)."""
-        enter = network.entering(self.namespace)
+        same TF_CONFIG, same log file), in the job's PID namespace."""
+        if self.processes is None or self.fork not in (None, LAUNCHER):
+            self.start()
+        else:
+            self.processes.run(self.start)
+
+    def start(self):
         if self.fork == LAUNCHER:
-            self.process = Forked(self.command[1:], self.env, enter, self.name)
+            # Forked runs Python in the child by design (it is the point);
+            # the child replaces the streams a reader thread may hold.
+            self.process = Forked(self.command[1:], self.env,
+                                  network.entering(self.namespace), self.name)
             return
         if self.fork:
             self.process = Served(self.command[1:], self.env, self.namespace,
                                   self.name, self.fork)
             return
-        self.process = subprocess.Popen(
-            self.command, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent if enter is None
-            else lambda: (enter(), die_with_parent()))
+        # No preexec_fn: a restart happens while reader threads run, and a
+        # forked child must then run no Python before exec. The session is
+        # made by Popen's C code, the parent-death signal by an exec
+        # wrapper, and the namespace is this thread's while it forks.
+        with network.entered(self.namespace):
+            self.process = reaping.Spawned(
+                network.DIE_WITH_PARENT + self.command, env=self.env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self, sig):
-        """Signals the task's whole process group, if it is still running."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                pass
+        """Signals the task's whole process group, if the task has not
+        exited (not reaped yet, its pid is still its own)."""
+        if not reaping.exited(self.process):
+            network.kill_group(self.process.pid, sig)
 
 
 class Launcher:
     def __init__(self, options, script, script_args, logdir, job_network=None,
-                 fork=None):
+                 fork=None, namespace=None):
         self.options, self.script, self.script_args = options, script, script_args
         self.fork = fork
+        # The job's PID namespace (reaping.JobNamespace), if it has one.
+        self.namespace = namespace
         self.network = job_network or network.Network()
         self.logdir = logdir
         self.tasks = []
@@ -158,6 +175,8 @@ class Launcher:
         self.streaming = True  # False once the job is being torn down
         self.errors_shown = set()
         self.readers = []
+        # Tasks whose non-zero exit was reported, not counted as a failure.
+        self.reported = set()
 
     def start(self):
         roles, ports, cluster = layout(self.options, self.network.host)
@@ -175,8 +194,8 @@ class Launcher:
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
-        # Start every process before any reader thread: forking while other
-        # threads run is what makes preexec_fn unsafe.
+        # Start every process before any reader thread: a Forked task is a
+        # fork of this Python, safer with no other thread running.
         for number, (job, index) in enumerate(roles):
             env = dict(base_env, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": job, "index": index}}))
@@ -184,7 +203,8 @@ class Launcher:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
             self.tasks.append(Task(job, index, command, env, log_path,
-                                   self.network.namespace(number), self.fork))
+                                   self.network.namespace(number), self.fork,
+                                   self.namespace))
         for task in self.tasks:
             self.read(task)
 
@@ -196,25 +216,54 @@ class Launcher:
         self.readers.append(reader)
 
     def pump(self, task, process):
-        """Copies a task's output to its log and, prefixed, to our stdout."""
-        for raw in process.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
+        """Copies a task's output to its log and, prefixed, to our stdout,
+        until the task has exited; then kills what it left in its process
+        group (which would hold its output open), reads what is left of its
+        output for up to STOP_GRACE_S, reaps it and reports its exit code.
+        The task's exit, not the end of its output, is what counts."""
+        output = process.stdout.fileno()
+        watched, partial, deadline = [output, process], b"", None
+        while output in watched or process in watched:
+            left = None if deadline is None else \
+                max(0.0, deadline - time.monotonic())
+            ready = select.select(watched, [], [], left)[0]
+            if not ready:  # its output is held open by something it started
+                break
+            if process in ready:
+                watched.remove(process)
+                if hasattr(process, "end_group"):
+                    process.end_group()
+                deadline = time.monotonic() + STOP_GRACE_S
+            if output in ready:
+                chunk = os.read(output, 65536)
+                if not chunk:
+                    watched.remove(output)
+                *lines, partial = (partial + chunk).split(b"\n")
+                for raw in lines:
+                    self.copy(task, raw)
+        if partial:
+            self.copy(task, partial)
+        process.stdout.close()
+        self.events.put((task, process.wait(timeout=STOP_GRACE_S)))
+
+    def copy(self, task, raw):
+        line = raw.decode("utf-8", "replace")
+        with self.print_lock:
+            if task.log.closed:  # a reader teardown gave up waiting for
+                return
             task.log.write(line + "\n")
             if CHATTER.match(line):
-                continue
+                return
             task.last_lines.append(line)
-            with self.print_lock:
-                if USAGE_ERROR.match(line):
-                    if line in self.errors_shown:
-                        continue
-                    self.errors_shown.add(line)
-                    # An error goes to stderr, where the user looks for it.
-                    print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
-                    continue
-                if self.streaming:
-                    show(f"[{task.name}] {line}")
-        process.stdout.close()
-        self.events.put((task, process.wait()))
+            if USAGE_ERROR.match(line):
+                if line in self.errors_shown:
+                    return
+                self.errors_shown.add(line)
+                # An error goes to stderr, where the user looks for it.
+                print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
+                return
+            if self.streaming:
+                show(f"[{task.name}] {line}")
 
     def supervise(self):
         """Waits for the outcome; returns the launcher's exit code."""
@@ -222,21 +271,34 @@ class Launcher:
         awaited = ("worker", "chief", "evaluator")
         workers_left = sum(task.job in awaited for task in self.tasks)
         restarts = 0
+        # {ps task: (its exit code, until when)}: a ps that failed while
+        # workers ran waits this long for them to finish before it counts.
+        waiting = {}
         while workers_left:
-            left = max(0.0, deadline - time.monotonic())
+            now = time.monotonic()
+            left = max(0.0, min([deadline, *(until for _, until in
+                                              waiting.values())]) - now)
             try:
                 # Beyond TIMEOUT_MAX (--timeout inf), wait without a limit.
                 task, code = self.events.get(
                     timeout=left if left < threading.TIMEOUT_MAX else None)
             except queue.Empty:
-                self.teardown()
-                say(f"timed out after {self.options.timeout:g} s (--timeout); "
-                    f"stopped every task")
-                return EXIT_TIMEOUT
+                if not waiting or now >= deadline:
+                    self.teardown()
+                    say(f"timed out after {self.options.timeout:g} s "
+                        f"(--timeout); stopped every task")
+                    return EXIT_TIMEOUT
+                task = min(waiting, key=lambda ps: waiting[ps][1])
+                code = waiting.pop(task)[0]
+            else:
+                if code != 0 and task.job == "ps":
+                    # A ps failing in its own shutdown, as its workers end,
+                    # is no failure: their exit codes decide the job.
+                    waiting[task] = (code, time.monotonic() + STOP_GRACE_S)
+                    continue
             if code not in (0, 2) and restarts < self.options.max_restarts:
                 restarts += 1
-                how = (f"died (signal {-code})" if code < 0
-                       else f"exited with code {code}")
+                how = died(code)
                 message = (f"{task.name} {how}; restarting it ({restarts} of "
                            f"{self.options.max_restarts})")
                 say(message)
@@ -248,18 +310,32 @@ class Launcher:
                 return self.fail(task, code)
             if task.job in awaited:
                 workers_left -= 1
+        for task, (code, _) in waiting.items():
+            self.report(task, code)
         # Every worker is done, so no ps has anything left to serve. A ps
         # exits on its own once its workers have signalled it (that is what
         # a job started by hand relies on), but only after the interpreter's
         # teardown, which takes most of a second: stop it now instead. Its
         # output is unbuffered, so its log is complete.
         self.teardown(quiet=False)
+        for task in self.tasks:
+            # A ps that exited non-zero by itself (not of our signal).
+            code = task.process.returncode
+            if task.job == "ps" and code and code not in (
+                    -signal.SIGTERM, -signal.SIGKILL):
+                self.report(task, code)
         say(f"all {self.options.workers} worker(s)"
             f"{' and the coordinator' if self.options.coordinator else ''}"
             f"{' and the evaluator' if self.options.evaluator else ''} "
             f"finished; "
             f"logs and results in {self.logdir}")
         return 0
+
+    def report(self, task, code):
+        if task not in self.reported:
+            self.reported.add(task)
+            say(f"{task.name} {died(code)} after every worker had finished; "
+                f"not a failure of the job (its log: {task.log.name})")
 
     def fail(self, task, code):
         self.teardown()
@@ -284,22 +360,33 @@ class Launcher:
         if quiet:
             with self.print_lock:
                 self.streaming = False
+        # Each task's reader reaps it, once it and its process group have
+        # ended: so that a pid is never signalled after it is reaped (and
+        # may be another process's), only the readers wait for the tasks.
         for task in self.tasks:
             task.stop(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for task in self.tasks:
-            try:
-                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        if not self.readers_done(STOP_GRACE_S):
+            for task in self.tasks:
                 task.stop(signal.SIGKILL)
-                task.process.wait()
-        for task in self.tasks:
-            # Kill anything a task left behind in its process group.
-            task.stop(signal.SIGKILL)
+            self.readers_done(STOP_GRACE_S)
+        if self.namespace is not None:
+            # Whatever a task started and its group did not hold.
+            self.namespace.end(STOP_GRACE_S)
+        with self.print_lock:
+            self.streaming = False
+            for task in self.tasks:
+                task.log.close()
+
+    def readers_done(self, timeout):
+        """Waits up to `timeout` s for every reader; True if all are done."""
+        deadline = time.monotonic() + timeout
         for reader in self.readers:
-            reader.join(timeout=STOP_GRACE_S)
-        for task in self.tasks:
-            task.log.close()
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        return not any(reader.is_alive() for reader in self.readers)
+
+
+def died(code):
+    return f"died (signal {-code})" if code < 0 else f"exited with code {code}"
 
 
 def raise_terminated(signum, frame):
@@ -316,7 +403,7 @@ def main(argv):
         parser.print_help()
         print(f"\nThe flags of {script}:\n", flush=True)
         return subprocess.run([sys.executable, script, "--help"],
-                              check=False).returncode
+                              check=False, timeout=HELP_TIMEOUT_S).returncode
     logdir, full_args = logdir_of(script, script_args)
     try:
         check_tensorflow()
@@ -325,18 +412,21 @@ def main(argv):
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),
-            argv + full_args[len(script_args):])
+            argv + full_args[len(script_args):], options.timeout)
     except (LaunchError, UsageError, network.NetworkError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     if isinstance(job_network, int):
         return job_network
+    # Before anything else starts a process: the first is the namespace's init.
+    namespace = reaping.job_namespace()
     script_args = full_args
     if fork == LAUNCHER:
         # Read as TensorFlow loads: set here as it is for every task.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         importlib.import_module("tensorflow")
-    launcher = Launcher(options, script, script_args, logdir, job_network, fork)
+    launcher = Launcher(options, script, script_args, logdir, job_network, fork,
+                        namespace)
     signal.signal(signal.SIGTERM, raise_terminated)
     # Explicitly, since a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)

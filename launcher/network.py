@@ -4,8 +4,8 @@ reach them.
 - private (the default): the launcher runs itself again inside a user and a
   network namespace of its own (util-linux `unshare`), so the tasks listen
   only there and no process outside the job can connect to them. The
-  launcher inside dies with the one outside (and the tasks with it), and
-  on its way out kills every process left in its user namespace. Where the
+  launcher inside dies with the one outside, and the tasks, and whatever
+  they started, with it (the job's PID namespace: reaping.py). Where the
   system does not allow unprivileged user namespaces, the job runs as
   `host` after one warning line.
 - hosts: the same namespace, and in it one network namespace per task, each
@@ -21,10 +21,12 @@ bridge and the addresses are set up here through the kernel's own interfaces
 unshare program to use (default `unshare`).
 """
 
-import atexit
+import contextlib
 import ctypes
 import fcntl
 import os
+import select
+import shutil
 import signal
 import socket
 import struct
@@ -37,12 +39,15 @@ from . import PROG
 MODES = ("private", "hosts", "host")
 # Set by the outer launcher for the one it starts inside the namespace.
 INSIDE = "LAUNCH_NETWORK_INSIDE"
-# The outer launcher's pid and user namespace.
+# The outer launcher's pid.
 PARENT = "LAUNCH_NETWORK_PARENT"
 UNSHARE = "LAUNCH_UNSHARE"
 # After forwarding Ctrl-C or SIGTERM, how long the launcher inside gets to
 # stop its tasks before the whole namespace is killed.
 FORWARD_GRACE_S = 15.0
+# How long the launcher outside waits beyond the job's --timeout (which
+# the one inside enforces) before it kills the one inside.
+OUTER_MARGIN_S = 120.0
 SUBNET = "10.10.0"
 BRIDGE = "br0"
 
@@ -58,9 +63,15 @@ IFLA_IFNAME, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 18, 28
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
-# Looked up once, here: a restarted task is forked while reader threads run,
-# and the child should then do as little as possible before exec.
 prctl = libc.prctl
+# A process started as a new program asks the kernel, through this exec
+# wrapper (util-linux, as `unshare` is), to SIGKILL it if its parent dies:
+# a C program does what a preexec_fn would, and no Python code runs between
+# fork and exec, which is unsafe while other threads run (a restart). Where
+# setpriv is missing, the job's PID namespace still ends the tasks with the
+# launcher (reaping.py).
+DIE_WITH_PARENT = (["setpriv", "--pdeathsig", "KILL", "--"]
+                   if shutil.which("setpriv") else [])
 
 
 class NetworkError(Exception):
@@ -69,8 +80,8 @@ class NetworkError(Exception):
 
 def namespace_command():
     """The command prefix that runs a program in a new user and network
-    namespace, as root there. No PID namespace: the pids the tasks see and
-    print are this machine's."""
+    namespace, as root there. The launcher run there puts its tasks in a
+    PID namespace of their own (reaping.py)."""
     return [os.environ.get(UNSHARE, "unshare"), "--user", "--map-root-user",
             "--net"]
 
@@ -98,10 +109,11 @@ def host_warning(reason):
             f"ports, and pass --network host to say you know")
 
 
-def choose(mode, task_count, argv):
+def choose(mode, task_count, argv, timeout=float("inf")):
     """The Network to place `task_count` tasks with in --network `mode`,
-    or the exit code of the launcher run inside a new namespace with argv;
-    None for this machine's network."""
+    or the exit code of the launcher run inside a new namespace with argv
+    (given up on `timeout` s, the job's, plus a margin); None for this
+    machine's network."""
     inner_mode = inside()
     if inner_mode:
         return set_up(inner_mode, task_count)
@@ -109,7 +121,7 @@ def choose(mode, task_count, argv):
         return None
     reason = namespaces_unavailable()
     if reason is None:
-        return run_inside(mode, argv)
+        return run_inside(mode, argv, timeout + OUTER_MARGIN_S)
     if mode == "hosts":
         raise NetworkError(f"--network hosts needs user namespaces, and this "
                            f"system refused one ({reason}); allow "
@@ -119,21 +131,24 @@ def choose(mode, task_count, argv):
     return None
 
 
-def run_inside(mode, argv):
+def run_inside(mode, argv, timeout):
     """Runs the launcher with `argv` inside a new namespace; returns its exit
     code. Ctrl-C and SIGTERM are passed on to it; if it has not stopped
-    FORWARD_GRACE_S later, it is killed, and its tasks with it."""
+    FORWARD_GRACE_S later, or has not ended within `timeout` s, it is
+    killed, and its tasks with it."""
     # The folder that holds this package, so that `-m launcher` finds it
     # from any working folder (which the tasks' relative paths need kept).
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.pathsep.join(filter(None, [top, os.environ.get("PYTHONPATH")]))
     # In a session of its own, so that Ctrl-C reaches it once, from us.
     inner = subprocess.Popen(
-        namespace_command() + [sys.executable, "-m", "launcher", *argv],
+        DIE_WITH_PARENT + namespace_command() +
+        [sys.executable, "-m", "launcher", *argv],
         env=dict(os.environ, PYTHONPATH=path,
-                 **{INSIDE: mode, PARENT: f"{os.getpid()} "
-                    f"{own_user_namespace()}"}),
-        start_new_session=True, preexec_fn=die_with_parent)
+                 **{INSIDE: mode, PARENT: str(os.getpid())}),
+        start_new_session=True)
+    # Readable once it has exited.
+    ended = os.pidfd_open(inner.pid)
     killer = threading.Timer(FORWARD_GRACE_S, kill_group, args=(inner.pid,))
     killer.daemon = True
 
@@ -145,15 +160,23 @@ def run_inside(mode, argv):
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     try:
-        code = inner.wait()
+        # select() takes no timeout beyond TIMEOUT_MAX (--timeout inf).
+        if not select.select([ended], [], [], timeout
+                             if timeout < threading.TIMEOUT_MAX else None)[0]:
+            kill_group(inner.pid)
+            print(f"{PROG}: error: the launcher inside the job's namespace "
+                  f"had not ended {timeout:g} s after it started; killed it "
+                  f"and every task", file=sys.stderr, flush=True)
+        code = inner.wait(timeout=FORWARD_GRACE_S)
     finally:
         killer.cancel()
+        os.close(ended)
     return 128 - code if code < 0 else code
 
 
 def die_with_parent():
     """Asks the kernel to SIGKILL this process when its parent dies: every
-    task, and the launcher inside the namespace, runs it first."""
+    forked task, and the launcher inside the namespace, runs it first."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -174,36 +197,16 @@ def set_up(mode, task_count):
     """Inside the job's namespace: its loopback up, and in `hosts` mode one
     namespace per task. Returns the Network the launcher places tasks with."""
     os.environ.pop(INSIDE, None)
-    parent, outer_namespace = map(int, os.environ.pop(PARENT, "0 0").split())
+    parent = int(os.environ.pop(PARENT, "0"))
     # Die with the launcher outside, and with it every task, as a task dies
     # with us; had it died already, we would have a new parent.
     die_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
-    # Only in a user namespace of the job's own, never in the parent's.
-    if own_user_namespace() != outer_namespace:
-        atexit.register(kill_user_namespace)
     interface_up("lo")
     if mode == "hosts":
         return Hosts(task_count)
     return Network()
-
-
-def own_user_namespace():
-    return os.stat("/proc/self/ns/user").st_ino
-
-
-def kill_user_namespace():
-    """Kills every process left in our user namespace but us: whatever a
-    task started and left behind, and which its process group missed."""
-    own = own_user_namespace()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(pid) != os.getpid() and \
-                    os.stat(f"/proc/{pid}/ns/user").st_ino == own:
-                os.kill(int(pid), signal.SIGKILL)
-        except OSError:  # gone already, or not ours to look at
-            pass
 
 
 class Network:
@@ -280,6 +283,25 @@ def entering(namespace_fd):
     """What a new task runs first to join the network namespace
     `namespace_fd`; None for none (it stays in its parent's)."""
     return None if namespace_fd is None else lambda: enter(namespace_fd)
+
+
+@contextlib.contextmanager
+def entered(namespace_fd):
+    """Runs the block with this thread (only: a namespace is per thread) in
+    the network namespace `namespace_fd` (None: where it is), so that a
+    process started there is in it from its first instruction."""
+    if namespace_fd is None:
+        yield
+        return
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        enter(namespace_fd)
+        try:
+            yield
+        finally:
+            enter(home)
+    finally:
+        os.close(home)
 
 
 def ioctl(request, argument):

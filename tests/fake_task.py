@@ -1,29 +1,65 @@
 """A stand-in for an example script, for testing the launcher without the
 cost of TensorFlow: it reads its role from TF_CONFIG, listens on its port
-(so a port clash would fail it), says it is ready, then acts out --mode."""
+(so a port clash would fail it), says it is ready, then acts out --mode.
+With --child it first starts a child of its own that waits for a signal,
+holding its output open, with --logdir in its command line."""
 
 import argparse
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
-                    choices=("ok", "fail", "fail_once", "bad_input", "hang"))
+                    choices=("ok", "fail", "fail_once", "bad_input", "hang",
+                             "ps_fails_last"))
 parser.add_argument("--logdir")
+parser.add_argument("--child", action="store_true")
 args = parser.parse_args()
+
+
+
+def make_pipe(path):
+    """The FIFO at `path`, made by whichever of its two ends comes first."""
+    try:
+        os.mkfifo(path)
+    except FileExistsError:
+        pass
+
 
 config = json.loads(os.environ["TF_CONFIG"])
 job, index = config["task"]["type"], config["task"]["index"]
 host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-listener.bind(("", int(port)))
+# Its own address: in --network hosts it exists only in the task's namespace.
+listener.bind((host, int(port)))
 listener.listen()
-print(f"ready pid={os.getpid()} port={port}", flush=True)
+if args.child:
+    subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
+                      args.logdir])
+# The pid this machine knows it by: the launcher's tasks run in a PID
+# namespace of their own, where getpid() gives another.
+print(f"ready pid={os.readlink('/proc/self')} port={port}", flush=True)
 
-if job == "ps" or args.mode == "hang":
+if args.mode == "ps_fails_last":
+    # Each worker opens its pipe to the ps and holds it until it exits; the
+    # ps sees every worker's end and then fails, as in its own shutdown.
+    pipe = os.path.join(args.logdir, f"worker-{index}.fifo")
+    if job == "ps":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for worker in range(len(config["cluster"]["worker"])):
+            pipe = os.path.join(args.logdir, f"worker-{worker}.fifo")
+            make_pipe(pipe)
+            with open(pipe, "rb") as stream:
+                stream.read()
+        print("ps fails after every worker finished", flush=True)
+        sys.exit(3)
+    make_pipe(pipe)
+    held = open(pipe, "wb")  # closed as the worker exits
+elif job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it
 elif args.mode == "fail_once" and job == "worker" and index == 1 \
         and not os.path.exists(os.path.join(args.logdir, "failed_once")):
