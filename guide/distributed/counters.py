@@ -3,6 +3,7 @@ worker of commits and gradients, their staleness, and the full record of
 commits that Dynamic-SGD keeps. The chief reads them for the RESULT line and
 `ProgressHook` for TensorBoard."""
 
+import collections
 import json
 import os
 
@@ -170,12 +171,10 @@ def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
 def staleness_summary(commits, num_workers):
     """The RESULT fields of a commit record: commits per worker, the mean
     staleness and how often each staleness occurred (`τ:count,...`)."""
-    per_worker = [0] * num_workers
-    histogram = {}
-    for commit in commits:
-        per_worker[commit["worker"]] += 1
-        histogram[commit["staleness"]] = histogram.get(commit["staleness"], 0) + 1
-    mean = sum(tau * count for tau, count in histogram.items()) / max(len(commits), 1)
-    return {"commits": per_worker, "mean_staleness": round(mean, 2),
+    per_worker = collections.Counter(commit["worker"] for commit in commits)
+    histogram = collections.Counter(commit["staleness"] for commit in commits)
+    mean = sum(commit["staleness"] for commit in commits) / max(len(commits), 1)
+    return {"commits": [per_worker[index] for index in range(num_workers)],
+            "mean_staleness": round(mean, 2),
             "staleness_histogram": [f"{tau}:{histogram[tau]}"
                                     for tau in sorted(histogram)]}
