@@ -1,14 +1,6 @@
-"""Which cluster this process belongs to, and which task it is. No TensorFlow.
-
-`resolve_task` reads `TF_CONFIG` when it is set (the convention of
-Kubernetes' TFJob and other orchestrators), else the classic flags
-`--ps_hosts --worker_hosts --job_name --task_index`. A "chief" (or "master")
-entry is worker 0, the other workers numbered after it; an "evaluator"
-entry is no part of the training cluster (it only reads the chief's
-checkpoints); other keys, such as TFJob's `"environment": "cloud"`, are
-ignored. `resolve_coordinated_task` reads TensorFlow 2's
-ParameterServerStrategy shape: TF_CONFIG only, the chief (the coordinator)
-kept apart from the workers, as TFConfigClusterResolver reads it.
+"""Which cluster this process belongs to, and which task it is, from
+`TF_CONFIG` (as Kubernetes' TFJob sets it) or the classic cluster flags.
+No TensorFlow here.
 """
 
 import dataclasses
@@ -164,8 +156,11 @@ def _from_flags(ps_hosts, worker_hosts, job_name, task_index):
 
 def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
     """This task's TaskConfig, from `environ`'s TF_CONFIG when it is set,
-    else from the cluster flags' values. UsageError, naming the problem and
-    the fix, on any bad input."""
+    else from the cluster flags' values; UsageError on any bad input.
+
+    TF_CONFIG's "chief" (or "master") is worker 0, the workers numbered
+    after it; an "evaluator" is no part of the training cluster (it only
+    reads checkpoints); other keys, such as `"environment"`, are ignored."""
     tf_config = environ.get("TF_CONFIG", "").strip()
     if tf_config:
         cluster, job_name, task_index, source = _from_tf_config(tf_config)
@@ -195,9 +190,9 @@ def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
 
 def resolve_coordinated_task(environ):
     """The TaskConfig of a task of a ParameterServerStrategy cluster, from
-    TF_CONFIG: one "chief" (the coordinator, which runs the training loop),
-    "worker" and "ps" tasks (which only serve); `num_workers` counts the
-    workers without the chief. UsageError on any bad input."""
+    TF_CONFIG only: one "chief" (the coordinator, kept apart from the
+    workers, as TFConfigClusterResolver reads it), "worker" and "ps" tasks.
+    UsageError on any bad input."""
     tf_config = environ.get("TF_CONFIG", "").strip()
     if not tf_config:
         raise UsageError("TF_CONFIG is not set; this example takes its "
