@@ -133,14 +133,13 @@ def _from_tf_config(text):
     if leaders:
         # The chief is worker 0 here; the workers keep their order after it.
         leader = leaders[0]
-        cluster["worker"] = cluster.pop(leader) + cluster.get("worker", [])
         if task_type == leader:
-            if task_index != 0:
-                raise UsageError(f"task index {task_index} is out of range "
-                                 f"for the one {leader} task; use 0")
+            _place(cluster, leader, task_index, leader,
+                   f"task index {task_index} from TF_CONFIG")
             task_type = "worker"
         elif task_type == "worker":
             task_index += 1
+        cluster["worker"] = cluster.pop(leader) + cluster.get("worker", [])
     return cluster, task_type, task_index, "TF_CONFIG"
 
 
