@@ -1,10 +1,7 @@
-"""Every example run the project knows, in one table: the tests, the
-benchmarks, the fault-injection scripts and the Kubernetes generator read it.
-
-One row per way of starting an example: the baseline script, each folder's
-run.sh, and the extra scripts two folders have (Distributed-Setup's
-run_sup.sh, Multiple-GPUs-Single-Machine's run_towers.sh). Standard library
-only, so that reading it never loads TensorFlow.
+"""Every way of starting an example, in one table that the tests, the
+benchmarks, the fault-injection scripts and the Kubernetes generator read:
+the baseline, each folder's run.sh, and the two folders' extra scripts.
+Standard library only, so that reading it never loads TensorFlow.
 """
 
 import dataclasses
@@ -13,14 +10,10 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# How a run talks to the ps, which decides how its global step and its
-# exchanges with the ps are counted (the benchmark's "kind"):
-# - LOCAL: no ps at all (the baseline, the in-graph towers);
-# - EVERY_STEP: each minibatch's gradient goes to the ps;
-# - WINDOW: a worker commits after every communication window of T local
-#   steps, asynchronously;
-# - SYNC: each update of the ps averages one gradient from each worker;
-# - SYNC_WINDOW: each update averages one window's commit from each worker.
+# How a run talks to the ps, which decides how its steps and exchanges are
+# counted: not at all (LOCAL), each minibatch's gradient (EVERY_STEP), an
+# asynchronous commit per window of local steps (WINDOW), each update
+# averaging a gradient (SYNC) or a window's commit (SYNC_WINDOW) per worker.
 LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW = (
     "local", "every step", "window", "sync", "sync window")
 KINDS = (LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW)

@@ -3,6 +3,7 @@ worker of commits and gradients, their staleness, and the full record of
 commits that Dynamic-SGD keeps. The chief reads them for the RESULT line and
 `ProgressHook` for TensorBoard."""
 
+import collections
 import json
 import os
 
@@ -19,14 +20,10 @@ def counter(name, shape=()):
 
 
 class CommitLog:
-    """Each worker's commits and their staleness, counted on the ps.
-
-    Build it under the replica device setter: its counters are then global
-    state, one entry per worker, that the chief reads at the end. A commit's
-    staleness is the global step when it lands minus the global step when
-    its worker last pulled: how many minibatches other workers added to the
-    central copy while this worker computed on its own.
-    """
+    """Each worker's commits and their staleness, counted on the ps (build it
+    under the replica device setter). A commit's staleness is the global step
+    when it lands minus that when its worker last pulled: how many minibatches
+    other workers added to the central copy meanwhile."""
 
     def __init__(self, task):
         self._task_index = task.task_index
@@ -43,9 +40,8 @@ class CommitLog:
                                            [global_step.read_value()])
 
     def record_commit(self, global_step):
-        """Op: count one commit and its staleness. Run it before the commit
-        advances the global step (a control dependency), since the
-        staleness is measured against the step the commit lands at."""
+        """Op: count one commit and its staleness; run it before the commit
+        advances the global step (a control dependency)."""
         landed_at = global_step.read_value()
         staleness = landed_at - self.pulled_at[self._task_index]
         return tf.group(
@@ -55,13 +51,11 @@ class CommitLog:
 
     @property
     def fetches(self):
-        """What `scalars` needs, read by `ProgressHook` every --log_every."""
         return [self.commits, self.staleness_sum]
 
     def scalars(self, values):
-        """TensorBoard's `commits/worker_<i>` (commits so far) and
-        `staleness`: the mean staleness of the commits since the last call
-        (none when there were none)."""
+        """TensorBoard's `commits/worker_<i>` (so far) and `staleness` (the
+        mean of the commits since the last call, if any)."""
         commits, staleness_sum = values
         total, stale = int(commits.sum()), int(staleness_sum.sum())
         last_total, last_stale = self._last
@@ -82,11 +76,8 @@ class CommitLog:
 
 
 class WorkerCounter:
-    """One counter per worker, on the ps, that the chief reads at the end.
-
-    Build it under the replica device setter; `increment` is an op that adds
-    one to this worker's entry.
-    """
+    """One count per worker on the ps (build it under the replica device
+    setter); `increment` adds one to this worker's."""
 
     def __init__(self, task, name):
         self.counts = counter(name, [task.num_workers])
@@ -94,26 +85,28 @@ class WorkerCounter:
                                                   [1])
 
     def dropped_summaries(self, global_step, pending, replicas):
-        """For `ProgressHook`: the `gradients_dropped` scalar, as in
-        `read_with_dropped`."""
+        """For `ProgressHook`: the `gradients_dropped` scalar."""
         return DroppedGradients(self.counts, global_step, pending, replicas)
 
     def read_with_dropped(self, session, global_step, pending, replicas):
-        """For counted gradients (or commits) of a SyncReplicasOptimizer job:
-        the counts per worker, and how many were never averaged into an
-        update, dropped as stale: counted − R × global steps − the `pending`
-        ones still in the accumulator (`sync.pending_gradient_count`). An
-        upper bound, if a step ever averaged more than R."""
+        """The counts per worker of a SyncReplicasOptimizer job's gradients
+        (or commits), and how many were dropped as stale (`_dropped`)."""
         counts, step, left_over = run_without_hooks(
             session, [self.counts, global_step, pending])
         return ([int(count) for count in counts],
-                int(counts.sum()) - replicas * int(step) - int(left_over))
+                _dropped(counts, step, left_over, replicas))
+
+
+def _dropped(counts, step, pending, replicas):
+    """Counted − R × global steps − the `pending` ones still in the
+    accumulator (`sync.pending_gradient_count`): the gradients never averaged
+    into an update. An upper bound, if a step ever averaged more than R."""
+    return int(counts.sum()) - replicas * int(step) - int(pending)
 
 
 class DroppedGradients:
-    """TensorBoard's `gradients_dropped`, for `ProgressHook`: the gradients
-    (or commits) dropped as stale per global step since the last call, from
-    counts as in `WorkerCounter.read_with_dropped`."""
+    """TensorBoard's `gradients_dropped`: gradients (or commits) dropped as
+    stale per global step since the last call."""
 
     def __init__(self, counts, global_step, pending, replicas):
         self.fetches = [counts, global_step, pending]
@@ -122,7 +115,7 @@ class DroppedGradients:
 
     def scalars(self, values):
         counts, step, pending = values
-        dropped = int(counts.sum()) - self._replicas * int(step) - int(pending)
+        dropped = _dropped(counts, step, pending, self._replicas)
         last_dropped, last_step = self._last
         self._last = (dropped, int(step))
         if int(step) <= last_step:
@@ -134,11 +127,9 @@ class DroppedGradients:
 
 
 class CommitRecord:
-    """TensorBoard's `commits/worker_<i>` and `staleness` (as
-    `CommitLog.scalars`) from a full record of commits: the commit counter
-    `clock` and, per commit, its worker and its staleness τ in commits,
-    written in minibatches, τ × `steps_per_commit`, as every other example
-    counts it."""
+    """`CommitLog.scalars` from a full record of commits: the commit counter
+    `clock` and, per commit, its worker and staleness τ in commits, shown in
+    minibatches (τ × `steps_per_commit`) as every other example counts it."""
 
     def __init__(self, clock, commit_worker, commit_staleness, num_workers,
                  steps_per_commit):
@@ -162,9 +153,9 @@ class CommitRecord:
 
 def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
                         pulled_at):
-    """Writes `<logdir>/commits.json`: every commit in the order the ps
-    applied it (worker, staleness τ), and each worker's clock at its last
-    pull. Returns the list of commits."""
+    """Writes and returns the commits in the order the ps applied them
+    (worker, staleness τ) to `<logdir>/commits.json`, with each worker's
+    clock at its last pull."""
     count, workers, staleness, pulls = run_without_hooks(
         session, [clock, commit_worker, commit_staleness, pulled_at])
     commits = [{"worker": int(worker), "staleness": int(tau)}
@@ -180,12 +171,10 @@ def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
 def staleness_summary(commits, num_workers):
     """The RESULT fields of a commit record: commits per worker, the mean
     staleness and how often each staleness occurred (`τ:count,...`)."""
-    per_worker = [0] * num_workers
-    histogram = {}
-    for commit in commits:
-        per_worker[commit["worker"]] += 1
-        histogram[commit["staleness"]] = histogram.get(commit["staleness"], 0) + 1
-    mean = sum(tau * count for tau, count in histogram.items()) / max(len(commits), 1)
-    return {"commits": per_worker, "mean_staleness": round(mean, 2),
+    per_worker = collections.Counter(commit["worker"] for commit in commits)
+    histogram = collections.Counter(commit["staleness"] for commit in commits)
+    mean = sum(commit["staleness"] for commit in commits) / max(len(commits), 1)
+    return {"commits": [per_worker[index] for index in range(num_workers)],
+            "mean_staleness": round(mean, 2),
             "staleness_histogram": [f"{tau}:{histogram[tau]}"
                                     for tau in sorted(histogram)]}

@@ -1,18 +1,12 @@
 """The evaluator task: tests each new checkpoint of the chief as it appears.
 
 A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
-of the example with TF_CONFIG task type "evaluator". It is no part of the
-training cluster: it never connects to the ps or the workers, and training
-never waits for it. It watches the run's logdir, evaluates every new
-checkpoint the chief writes on the test set, prints one line per checkpoint,
-writes `test_accuracy` and `test_loss` for TensorBoard under `<logdir>/eval/`,
-and exits once it has evaluated the chief's final checkpoint: the one at
-the global step of the `result.json` that the chief writes just before it.
-
-Waiting for a checkpoint blocks on inotify (Linux): the chief's Saver
-renames a new `checkpoint` state file into the logdir, which wakes the read.
-TensorFlow's own `checkpoints_iterator` polls the folder every second
-instead; it is used only where inotify is missing.
+of the example with TF_CONFIG task type "evaluator". No task connects to it
+or waits for it. It prints one line per checkpoint and writes `test_accuracy`
+and `test_loss` under `<logdir>/eval/` for TensorBoard. It waits on inotify
+(Linux) for the chief's Saver to rename a new `checkpoint` file into the
+logdir; TensorFlow's `checkpoints_iterator`, which polls every second, is
+used only where inotify is missing.
 """
 
 import ctypes
@@ -22,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from guide.training import model
+from guide.training import model, report
 
 _IN_CLOSE_WRITE = 0x00000008
 _IN_MOVED_TO = 0x00000080
@@ -45,10 +39,9 @@ class _DirectoryWatch:
 
 
 def _wakeups(logdir):
-    """Yields the latest checkpoint of `logdir` (or None) at once and then
-    each time a file is written into it, blocking in between; and whether
-    every write wakes it (False where inotify is missing and TensorFlow's
-    polling iterator yields new checkpoints only)."""
+    """An iterator of `logdir`'s latest checkpoint (or None), now and after
+    each write into it; and whether every write wakes it (False where
+    inotify is missing: TensorFlow's iterator yields new checkpoints only)."""
     os.makedirs(logdir, exist_ok=True)
     try:
         watch = _DirectoryWatch(logdir)
@@ -78,10 +71,9 @@ def _final_step(logdir, since):
 
 
 def run(logdir, dataset, train_steps):
-    """The evaluator's whole life: evaluates each new checkpoint in `logdir`
-    on `dataset`'s test set; returns once the final checkpoint is in. Where
-    inotify is missing, the final one is the first at `train_steps` or past
-    it."""
+    """Evaluates each new checkpoint in `logdir` on `dataset`'s test set;
+    returns after the final one, at the global step of the chief's
+    result.json (without inotify, the first at `train_steps` or past it)."""
     since = time.time()
     graph = tf.Graph()
     with graph.as_default():
@@ -92,8 +84,6 @@ def run(logdir, dataset, train_steps):
         saver = tf.compat.v1.train.Saver(
             {variable.op.name: variable for variable in classifier.mlp.variables})
         feed = classifier.feed(dataset.test_images, dataset.test_labels)
-        writer = tf.compat.v1.summary.FileWriter(
-            os.path.join(logdir, "eval"))
         with tf.compat.v1.Session() as session:
             wakeups, every_write = _wakeups(logdir)
             last, step = None, None
@@ -109,17 +99,12 @@ def run(logdir, dataset, train_steps):
                         [classifier.loss, classifier.accuracy], feed)
                     print(f"global_step {step} test_accuracy {accuracy:.4f} "
                           f"test_loss {loss:.4f}", flush=True)
-                    writer.add_summary(tf.compat.v1.Summary(value=[
-                        tf.compat.v1.Summary.Value(tag="test_accuracy",
-                                                   simple_value=accuracy),
-                        tf.compat.v1.Summary.Value(tag="test_loss",
-                                                   simple_value=loss)]), step)
-                    writer.flush()
-                # The run's last global step can pass --train_steps (an
-                # asynchronous worker finishes the step it is in), so the
-                # final checkpoint is the one at result.json's step.
+                    report.write_scalars(
+                        os.path.join(logdir, "eval"), step,
+                        {"test_accuracy": accuracy, "test_loss": loss})
+                # Asynchronous workers can carry the last step past
+                # --train_steps: the final one is result.json's step.
                 final = (_final_step(logdir, since) if every_write
                          else train_steps)
                 if step is not None and final is not None and step >= final:
                     break
-    writer.close()

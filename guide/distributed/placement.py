@@ -6,11 +6,8 @@ import tensorflow as tf
 
 
 def session_config(task):
-    """Session options for this task: see only the devices it talks to.
-
-    Without device filters a worker's session waits for every other worker to
-    be up, and a worker that has finished would stall the others.
-    """
+    """Session options: see only the devices this task talks to, so that a
+    worker neither waits for every other to be up nor stalls them when done."""
     if task.job_name == "ps":
         filters = [f"/job:ps/task:{task.task_index}"]
     else:
@@ -20,14 +17,9 @@ def session_config(task):
 
 @contextlib.contextmanager
 def local_variables(worker_device):
-    """Variables created inside are this worker's own, on its own device.
-
-    They go into the LOCAL_VARIABLES collection instead of GLOBAL_VARIABLES,
-    optimizer slots included, so the chief neither initialises nor
-    checkpoints them; every worker initialises its own (MonitoredSession's
-    local init op). A variable creator scope does this, instead of editing
-    TensorFlow's collections after the fact.
-    """
+    """Variables created inside, optimizer slots included, are this worker's
+    own, on its device and in LOCAL_VARIABLES: the chief neither initialises
+    nor checkpoints them; each worker's local init op does."""
     def make_local(next_creator, **kwargs):
         kwargs["collections"] = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
         return next_creator(**kwargs)

@@ -16,11 +16,9 @@ def _done_queue(job, index):
 
 
 def serve_until_coordinator_done(server, job, index):
-    """A worker or ps of a ParameterServerStrategy job: serve until the
-    coordinator says the job is done (see `tell_servers_done`), instead of
-    blocking forever in `server.join()`. Let it exit through `sys.exit`
-    (Python's full teardown), not `os._exit`: the coordinator may still be
-    closing its sessions on it."""
+    """A worker or ps: serve until `tell_servers_done`, not forever as in
+    `server.join()`. Exit through `sys.exit`, not `os._exit`: the coordinator
+    may still be closing its sessions on it."""
     run_in_own_graph(server, None, lambda: _done_queue(job, index).dequeue())
 
 
@@ -30,12 +28,10 @@ COORDINATOR_THREADS = ("WorkerClosureProcessingLoop-", "WorkerPreemptionHandler"
 
 
 def release_coordinator(timeout=30):
-    """Coordinator, once its ClusterCoordinator is out of scope: collects it,
-    which stops its threads, and waits (up to `timeout` seconds) for them to
-    end. A thread still running holds the last step it ran, and so remote
-    values on a worker; released after the workers were told to exit, each
-    would be a call to a worker that has gone, whose error handling in the
-    exiting coordinator can crash it (SIGSEGV)."""
+    """Coordinator, once its ClusterCoordinator is out of scope: collects it
+    and waits (up to `timeout` s) for its threads to end, since each holds
+    remote values whose release, once the workers are gone, can crash the
+    exiting coordinator (SIGSEGV)."""
     gc.collect()
     deadline = time.monotonic() + timeout
     for thread in threading.enumerate():
@@ -45,10 +41,9 @@ def release_coordinator(timeout=30):
 
 
 def tell_servers_done(cluster):
-    """Coordinator: let every worker and ps of `cluster` (a dict of host
-    lists) return from `serve_until_coordinator_done`. Runs in a graph and
-    session of its own, through the coordinator's own server, so it works
-    from eager code, and closing the session needs no task that is exiting."""
+    """Coordinator: let every worker and ps of `cluster` return from
+    `serve_until_coordinator_done`, from a graph and session of its own
+    (through its own server), so that it works from eager code."""
     with tf.Graph().as_default():
         tokens = [_done_queue(job, index).enqueue(0)
                   for job in ("worker", "ps")

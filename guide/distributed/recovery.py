@@ -7,14 +7,9 @@ from guide.training import logdirs
 
 
 class _ResumingSaver(tf.compat.v1.train.Saver):
-    """The chief's Saver: writes checkpoints as usual, but restores one only
-    when the parameter servers have lost the model.
-
-    MonitoredTrainingSession's chief restores the last checkpoint whenever
-    there is one. When only the chief was restarted, the ps still holds a
-    newer model than that checkpoint, which the other workers kept training:
-    restoring it would throw their progress away.
-    """
+    """The chief's Saver: restores a checkpoint only when the parameter
+    servers have lost the model. When only the chief restarted, the ps holds
+    a newer one, which the other workers kept training."""
 
     def __init__(self, resume, **kwargs):
         super().__init__(**kwargs)
@@ -30,22 +25,17 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
 
 
 class Resume:
-    """The Scaffold for MonitoredTrainingSession that makes restarts work
-    (`scaffold`), and the global step this run's first session started
-    from (`start_step`: 0 on a fresh start, and on every non-chief).
+    """The MonitoredTrainingSession `scaffold` that makes restarts work, and
+    the global step this run's first session started from (`start_step`).
+    Make it once the graph is built; `task` is None in a single process.
 
-    Chief: claims `logdir` for `script` (`logdirs.claim`); a restarted chief
-    carries on from the parameter servers' values when they still hold the
-    model (only the chief died), and from the last checkpoint when they lost
-    it (a ps died), saying which in one line; every session after its first
-    gives the `chief_ready` signal again (the example gives the first with
-    `protocol.announce_chief_ready`). `ps_init_op` sets up what else the ps
-    holds (a `protocol.PsLock`): it runs once per ps that starts without the
-    model, never again when a chief carries on from the ps.
-    Non-chief: every session it creates (the first, and each after a ps
-    restart) first waits for that signal, instead of TensorFlow's 30-second
-    poll for the chief. Make it once the graph is built; `task` is None in a
-    single process.
+    Chief: claims `logdir` for `script`; a restarted chief carries on from
+    the parameter servers' values when they still hold the model, else from
+    the last checkpoint, saying which; every session after its first gives
+    the `chief_ready` signal again. `ps_init_op` (a `protocol.PsLock`'s)
+    runs once per ps that starts without the model.
+    Non-chief: every session first waits for that signal, instead of
+    TensorFlow's 30-second poll for the chief.
     """
 
     def __init__(self, task, global_step, logdir, script, ps_init_op=None):
@@ -65,8 +55,6 @@ class Resume:
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
         self._initialize = tf.compat.v1.global_variables_initializer()
-        # The signal the other workers wait for, given again by every
-        # session after the first, for a restarted ps.
         self._announce = (state("chief_ready").enqueue(0)
                           if task and task.num_workers > 1 else tf.no_op())
         self._sessions = 0
@@ -80,8 +68,7 @@ class Resume:
         return not len(session.run(self._uninitialized))
 
     def carry_on(self, session, source):
-        """Says where the model came from (unless it is a fresh start) and
-        lets the other workers in."""
+        """Says where the model came from (unless it is a fresh start)."""
         step = int(session.run(self._global_step))
         self._sessions += 1
         if source:

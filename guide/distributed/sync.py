@@ -1,12 +1,4 @@
-"""The pieces the synchronous examples add around `SyncReplicasOptimizer`.
-
-- `SyncReplicasHook`: its session hook, with a clean shutdown and no token
-  before the first update.
-- `release_token_waiters`: so that no worker waits for a token at the end.
-- `step_barrier`: one gradient or commit per worker per step, kept in
-  rounds, so that a restarted worker rejoins the round it left.
-- `pending_gradient_count`: for the count of gradients dropped as stale.
-"""
+"""The pieces the synchronous examples add around `SyncReplicasOptimizer`."""
 
 import tensorflow as tf
 
@@ -14,21 +6,11 @@ from guide.distributed.protocol import shared_queue
 
 
 class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
-    """SyncReplicasOptimizer's session hook, with a clean shutdown.
-
-    Does what `optimizer.make_session_run_hook(is_chief, num_tokens)` does:
-    initialise the worker's local step and, on the chief, put the first
-    tokens in the token queue and start the thread that applies the
-    aggregated updates. Two differences:
-
-    - That thread spends its life blocked waiting for gradients, so at the
-      end it is cancelled by the session's close; TensorFlow's own hook lets
-      that surface as a traceback (or, with the default grace period, as a
-      120 s wait first). Here a cancelled update thread just stops.
-    - `num_tokens` defaults to 0, not to replicas_to_aggregate: a token
-      handed out before the first update lets a worker compute its second
-      gradient on the initial parameters, and that gradient is then dropped
-      as stale. With none, each worker waits for the first update instead.
+    """`optimizer.make_session_run_hook(is_chief, num_tokens)`, but the
+    chief's update thread, cancelled by the session's close, just stops
+    (TensorFlow's own hook shows a traceback, after a 120 s grace period);
+    and `num_tokens` defaults to 0, since a token given out before the first
+    update lets a worker compute a second gradient that is dropped as stale.
     """
 
     def __init__(self, optimizer, is_chief, num_tokens=0):
@@ -62,25 +44,18 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
 
 
 def release_token_waiters(optimizer, global_step, task):
-    """Op that every worker of a SyncReplicasOptimizer job runs as it stops:
-    put one extra token per other worker into the optimizer's token queue.
-
-    When one worker stops, another may be blocked waiting for a token for a
-    step that will never come (it read the global step before the last
-    update, or another worker took its token); this lets it finish that
-    step, see the final global step and stop, instead of hanging or failing
-    on a closed queue.
-    """
+    """Op every worker runs as it stops: one token per other worker into the
+    token queue, so one blocked waiting for a token for a step that will
+    never come finishes it and stops, instead of hanging."""
     tokens = optimizer.get_chief_queue_runner().queue
     return tokens.enqueue_many(
         tf.fill([max(task.num_workers - 1, 0)], global_step.read_value()))
 
 
 def pending_gradient_count(*, accumulator_of):
-    """Op: how many gradients SyncReplicasOptimizer holds that no update has
-    used yet, read from its accumulator for the trained variable
-    `accumulator_of` (found by its shared name; every trained variable's
-    accumulator gets one gradient per commit, so any one will do)."""
+    """Op: how many gradients no update has used yet, read from the
+    accumulator of the trained variable `accumulator_of` (any one will do:
+    each gets one gradient per commit)."""
     variable = accumulator_of
     with tf.compat.v1.device(variable.device):
         return tf.compat.v1.ConditionalAccumulator(
@@ -89,11 +64,10 @@ def pending_gradient_count(*, accumulator_of):
 
 
 def _barrier_inbox(index):
-    """Worker `index`'s inbox for `step_barrier`, on ps 0: (sender, round)
-    pairs. Room for far more than the two rounds a sender can be ahead, plus
-    one token per restart, so that an arrival never blocks."""
+    """Worker `index`'s inbox of (sender, round) pairs on ps 0, with room
+    for far more than any sender can send ahead, so an arrival never blocks."""
     return shared_queue(f"step_barrier_rounds_{index}", 1 << 16,
-                                dtypes=(tf.int32, tf.int64))
+                        dtypes=(tf.int32, tf.int64))
 
 
 def step_barrier(task, optimizer, last_step, commits):
@@ -115,23 +89,15 @@ def step_barrier(task, optimizer, last_step, commits):
        earlier life of the worker, or for a round it skipped; a sender that
        sent twice counts once.
 
-    Then no worker commits to round L + 1 before all have their token of
-    update L, so none takes two tokens of one update. Each step is a state
-    reached, not a message used up, so a worker killed at any point of it
-    and restarted (or every worker, after a ps restart) carries on: each new
-    session of a worker first sends round G - 1 (G the global step then,
-    when it has taken part in every update before G; a token it did not
-    take is then thrown away by step 1) and commits its first gradient to
-    round G. A new session that runs the barrier again before committing
-    (a ps restarted during it) passes at once. Past `last_step` there is no
-    round to keep in step: a worker whose last commit returned early (step
-    1) commits once more, and passes.
-
-    Left as SyncReplicasOptimizer has it: a worker killed after its commit
-    and back before that round's update (in practice only when another
-    worker is down too), or whose round is updated between its two reads of
-    the global step as it starts, commits to that round twice. The update then counts
-    it twice and drops another worker's commit as stale; no round hangs.
+    So no worker takes two tokens of one update. Each step is a state
+    reached, not a message used up, so a worker (or, after a ps restart,
+    every worker) restarted at any point carries on: each new session first
+    sends round G - 1 (G the global step then) and commits to round G; one
+    that runs the barrier again before committing passes at once. Past
+    `last_step` a worker whose last commit returned early commits once more,
+    and passes. Left as SyncReplicasOptimizer has it: a worker killed after
+    its commit and back before that round's update commits to it twice; the
+    update then drops another worker's commit as stale, and no round hangs.
     """
     others = task.num_workers - 1
     if not others:

@@ -1,17 +1,6 @@
-"""Which cluster this process belongs to, and which task it is.
-
-Read from `TF_CONFIG` when it is set (the convention of Kubernetes' TFJob and
-other orchestrators), else from the classic flags `--ps_hosts --worker_hosts
---job_name --task_index`. A "chief" (or "master") entry in TF_CONFIG is treated
-as worker 0, with the other workers numbered after it. An "evaluator" entry,
-as a TFJob with an Evaluator replica sets it, is no part of the training
-cluster: that task only reads the chief's checkpoints. TF_CONFIG's other
-keys, such as TFJob's `"environment": "cloud"`, are ignored.
-
-`resolve_task` gives this task's `TaskConfig`; `resolve_coordinated_task`
-reads the other shape, TensorFlow 2's ParameterServerStrategy's: TF_CONFIG
-only, with a "chief" (the coordinator), "worker" and "ps" entries, the chief
-kept apart from the workers. No TensorFlow here.
+"""Which cluster this process belongs to, and which task it is, from
+`TF_CONFIG` (as Kubernetes' TFJob sets it) or the classic cluster flags.
+No TensorFlow here.
 """
 
 import dataclasses
@@ -25,6 +14,9 @@ from guide.training.flags import UsageError
 TF_CONFIG_EXAMPLE = ('{"cluster": {"ps": ["host:port"], "worker": '
                      '["host:port", ...]}, "task": {"type": "worker", '
                      '"index": 0}}')
+COORDINATED_EXAMPLE = ('{"cluster": {"chief": ["host:port"], "ps": '
+                       '["host:port"], "worker": ["host:port", ...]}, '
+                       '"task": {"type": "chief", "index": 0}}')
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]+):[0-9]{1,5}$")
 
 
@@ -64,8 +56,9 @@ def _host_list(value, what):
     return hosts
 
 
-def _parse_tf_config(text):
-    """TF_CONFIG's cluster of checked host lists, task type and index."""
+def _parse_tf_config(text, jobs):
+    """TF_CONFIG's cluster of checked host lists (of `jobs` only), task type
+    and index."""
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:
@@ -77,40 +70,17 @@ def _parse_tf_config(text):
                          f"set it to {TF_CONFIG_EXAMPLE}")
     cluster = {}
     for job, hosts in config["cluster"].items():
-        if not isinstance(hosts, list) or not hosts:
+        if not isinstance(hosts, list) or not hosts \
+                or not all(isinstance(host, str) for host in hosts):
             raise UsageError(f"TF_CONFIG cluster {job!r} must be a non-empty "
                              f"list of \"host:port\" strings")
-        if not all(isinstance(host, str) for host in hosts):
-            raise UsageError(f"TF_CONFIG cluster {job!r} must list "
-                             f"\"host:port\" strings")
         cluster[job] = _host_list(hosts, f"TF_CONFIG cluster {job!r}")
-    return (cluster, config["task"].get("type"),
-            task_index_of(config["task"].get("index", 0)))
-
-
-def _from_tf_config(text):
-    cluster, task_type, task_index = _parse_tf_config(text)
-    leaders = [job for job in ("chief", "master") if job in cluster]
-    if len(leaders) > 1 or any(len(cluster[job]) != 1 for job in leaders):
-        raise UsageError("TF_CONFIG may name one chief (or master) task, "
-                         "not more")
-    if leaders:
-        # The chief is worker 0 here; the workers keep their order after it.
-        leader = leaders[0]
-        cluster["worker"] = cluster.pop(leader) + cluster.get("worker", [])
-        if task_type == leader:
-            if task_index != 0:
-                raise UsageError(f"task index {task_index} is out of range "
-                                 f"for the one {leader} task; use 0")
-            task_type = "worker"
-        elif task_type == "worker":
-            task_index += 1
-    unknown = sorted(set(cluster) - {"ps", "worker", "evaluator"})
+    unknown = sorted(set(cluster) - set(jobs))
     if unknown:
         raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
-                         f"these examples use only ps and worker (and chief, "
-                         f"evaluator)")
-    return cluster, task_type, task_index, "TF_CONFIG"
+                         f"use only {', '.join(jobs)}")
+    return (cluster, config["task"].get("type"),
+            task_index_of(config["task"].get("index", 0)))
 
 
 def task_index_of(value):
@@ -141,6 +111,38 @@ def check_port_free(address):
         probe.close()
 
 
+def _place(cluster, job_name, task_index, job_said, index_said):
+    """Checks that `job_name` is a job of `cluster` and `task_index` one of
+    its tasks; `job_said` and `index_said` name them in the error."""
+    if job_name not in cluster:
+        raise UsageError(f"{job_said} is not in the cluster; use one of: "
+                         f"{', '.join(sorted(cluster))}")
+    count = len(cluster[job_name])
+    if not 0 <= task_index < count:
+        raise UsageError(f"{index_said} is out of range: job {job_name!r} has "
+                         f"{count} task(s), so use 0 to {count - 1}")
+
+
+def _from_tf_config(text):
+    cluster, task_type, task_index = _parse_tf_config(
+        text, ("chief", "master", "ps", "worker", "evaluator"))
+    leaders = [job for job in ("chief", "master") if job in cluster]
+    if len(leaders) > 1 or any(len(cluster[job]) != 1 for job in leaders):
+        raise UsageError("TF_CONFIG may name one chief (or master) task, "
+                         "not more")
+    if leaders:
+        # The chief is worker 0 here; the workers keep their order after it.
+        leader = leaders[0]
+        if task_type == leader:
+            _place(cluster, leader, task_index, leader,
+                   f"task index {task_index} from TF_CONFIG")
+            task_type = "worker"
+        elif task_type == "worker":
+            task_index += 1
+        cluster["worker"] = cluster.pop(leader) + cluster.get("worker", [])
+    return cluster, task_type, task_index, "TF_CONFIG"
+
+
 def _from_flags(ps_hosts, worker_hosts, job_name, task_index):
     if not worker_hosts:
         raise UsageError("no cluster given: pass --ps_hosts, --worker_hosts, "
@@ -153,25 +155,25 @@ def _from_flags(ps_hosts, worker_hosts, job_name, task_index):
 
 def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
     """This task's TaskConfig, from `environ`'s TF_CONFIG when it is set,
-    else from the cluster flags' values (comma-separated host:port lists,
-    the job name and the task index).
+    else from the cluster flags' values; UsageError on any bad input.
 
-    Raises UsageError, naming the problem and the fix, on any bad input.
-    """
+    TF_CONFIG's "chief" (or "master") is worker 0, the workers numbered
+    after it; an "evaluator" is no part of the training cluster (it only
+    reads checkpoints); other keys, such as `"environment"`, are ignored."""
     tf_config = environ.get("TF_CONFIG", "").strip()
     if tf_config:
         cluster, job_name, task_index, source = _from_tf_config(tf_config)
     else:
         cluster, job_name, task_index, source = _from_flags(
             ps_hosts, worker_hosts, job_name, task_index)
+    job_said = f"job name {job_name!r} from {source}"
+    index_said = f"task index {task_index} from {source}"
     # Distributed: the evaluator is no part of training; no task connects to it.
     evaluators = cluster.pop("evaluator", [])
     if job_name == "evaluator" and evaluators:
-        if not 0 <= task_index < len(evaluators):
-            raise UsageError(f"task index {task_index} from {source} is out "
-                             f"of range for {len(evaluators)} evaluator(s)")
-        return TaskConfig(cluster=cluster, job_name="evaluator",
-                          task_index=task_index)
+        _place({"evaluator": evaluators}, job_name, task_index, job_said,
+               index_said)
+        return TaskConfig(cluster, job_name, task_index)
     if "worker" not in cluster:
         raise UsageError(f"the cluster from {source} has no worker; add at "
                          f"least one")
@@ -180,57 +182,32 @@ def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
                          f"keeps its variables on a parameter server, so add "
                          f"one (--ps 1 with run.sh; by hand, --ps_hosts or "
                          f"a \"ps\" list in TF_CONFIG)")
-    if job_name not in cluster:
-        raise UsageError(f"job name {job_name!r} from {source} is not in the "
-                         f"cluster; use one of: {', '.join(sorted(cluster))}")
-    if not 0 <= task_index < len(cluster[job_name]):
-        raise UsageError(f"task index {task_index} from {source} is out of "
-                         f"range: job {job_name!r} has "
-                         f"{len(cluster[job_name])} task(s), so use 0 to "
-                         f"{len(cluster[job_name]) - 1}")
+    _place(cluster, job_name, task_index, job_said, index_said)
     check_port_free(cluster[job_name][task_index])
-    return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)
-
-
-COORDINATED_EXAMPLE = ('{"cluster": {"chief": ["host:port"], "ps": '
-                       '["host:port"], "worker": ["host:port", ...]}, '
-                       '"task": {"type": "chief", "index": 0}}')
+    return TaskConfig(cluster, job_name, task_index)
 
 
 def resolve_coordinated_task(environ):
-    """The TaskConfig of a task of a ParameterServerStrategy cluster.
-
-    TF_CONFIG is required and gives the cluster: one "chief" (the
-    coordinator, which runs the training loop), "worker" and "ps" tasks
-    (which only serve). Unlike `resolve_task`, the chief stays a job of its
-    own, as TensorFlow's TFConfigClusterResolver reads it, so `num_workers`
-    counts the workers without it. Raises UsageError, naming the problem and
-    the fix, on any bad input.
-    """
+    """The TaskConfig of a task of a ParameterServerStrategy cluster, from
+    TF_CONFIG only: one "chief" (the coordinator, kept apart from the
+    workers, as TFConfigClusterResolver reads it), "worker" and "ps" tasks.
+    UsageError on any bad input."""
     tf_config = environ.get("TF_CONFIG", "").strip()
     if not tf_config:
         raise UsageError("TF_CONFIG is not set; this example takes its "
                          "cluster from TF_CONFIG only: start it with "
                          "bash run.sh, or set TF_CONFIG as README.md shows")
-    cluster, job_name, task_index = _parse_tf_config(tf_config)
+    cluster, job_name, task_index = _parse_tf_config(
+        tf_config, ("chief", "ps", "worker"))
     missing = [job for job in ("chief", "worker", "ps") if job not in cluster]
     if missing:
         raise UsageError(f"TF_CONFIG cluster has no {', '.join(missing)}; this "
                          f"example needs chief, worker and ps entries (bash "
                          f"run.sh sets them), e.g. {COORDINATED_EXAMPLE}")
-    unknown = sorted(set(cluster) - {"chief", "worker", "ps"})
-    if unknown:
-        raise UsageError(f"TF_CONFIG cluster has job(s) {', '.join(unknown)}; "
-                         f"this example uses only chief, worker and ps")
     if len(cluster["chief"]) != 1:
         raise UsageError("TF_CONFIG may name one chief task (the "
                          "coordinator), not more")
-    if job_name not in cluster:
-        raise UsageError(f"TF_CONFIG task type {job_name!r} is not in the "
-                         f"cluster; use one of: chief, ps, worker")
-    if not 0 <= task_index < len(cluster[job_name]):
-        raise UsageError(f"TF_CONFIG task index {task_index} is out of range: "
-                         f"job {job_name!r} has {len(cluster[job_name])} "
-                         f"task(s), so use 0 to {len(cluster[job_name]) - 1}")
+    _place(cluster, job_name, task_index, f"TF_CONFIG task type {job_name!r}",
+           f"TF_CONFIG task index {task_index}")
     check_port_free(cluster[job_name][task_index])
-    return TaskConfig(cluster=cluster, job_name=job_name, task_index=task_index)
+    return TaskConfig(cluster, job_name, task_index)

@@ -5,17 +5,12 @@ second: images drawn from a random low-dimensional "style" space, labelled by
 a fixed random "teacher" network, so that a student network learns it fast
 at first and then levels off, as it does on MNIST.
 
-`--dataset mnist` and `--dataset fashion_mnist` are the real data sets, found
-in this order: in `--data_dir` (the four IDX `.gz` files, or the `.npz` that
-Keras keeps for MNIST); else in the Keras cache (`~/.keras/datasets/`, where
-Keras's own loaders keep them); else downloaded by Keras's own loader, which
-fills that cache and shows its progress. Files that are damaged are refused
-with one line that names the file. So are hostile ones: every size a file
-claims is checked against MNIST's (at most 70,000 28x28 images) and against
+`--dataset mnist` and `--dataset fashion_mnist` are the real data sets, from
+`--data_dir` (the four IDX `.gz` files, or for MNIST Keras's `.npz`), else the
+Keras cache (`~/.keras/datasets/`), else downloaded by Keras's own loader.
+A damaged or hostile file is refused in one line that names it: every size
+a file claims is checked against MNIST's (at most 70,000 28x28 images) and
 the file before memory is allocated, and nothing is inflated past its claim.
-
-`--validation` holds out the last 5,000 training images and evaluates on
-them instead of the test set: hyper-parameters are chosen that way.
 """
 
 import dataclasses
@@ -36,8 +31,7 @@ VALIDATION_SIZE = 5000
 INK_FRACTION = 0.2
 LATENT_DIMS = 24
 TEACHER_GAIN = 0.3
-# The four files each real data set ships as, in the order
-# (train images, train labels, test images, test labels).
+# The files each real data set ships as: train images, labels, test ones.
 IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 MNIST_NPZ = "mnist.npz"
@@ -45,19 +39,15 @@ REAL_DATASETS = ("mnist", "fashion_mnist")
 # Where Keras's loaders cache each data set, under ~/.keras/datasets/.
 KERAS_CACHE_ENTRY = {"mnist": MNIST_NPZ, "fashion_mnist": "fashion-mnist"}
 TITLE = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
-# What a damaged file raises while it is read: a truncated gzip stream
-# (EOFError), a corrupt deflate stream (zlib.error), a damaged zip archive
-# (BadZipFile), or an unreadable file (OSError, which covers BadGzipFile);
-# and for a .npz, a bad .npy header (ValueError), a missing array (KeyError)
-# or an encrypted member (RuntimeError).
+# What reading a damaged file raises: a cut or corrupt stream or archive, an
+# unreadable file; in a .npz, a bad header, missing array or encrypted member.
 DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile, ValueError,
            KeyError, RuntimeError)
-# Sizes are checked against these before any memory is allocated: MNIST and
-# Fashion-MNIST have 60,000 + 10,000 examples, so no file holds more.
+# MNIST and Fashion-MNIST have 60,000 + 10,000 examples: no file holds more.
 MAX_EXAMPLES = 70_000
 IMAGE_SHAPE = (28, 28)
-NPZ_ARRAYS = {"x_train": "images", "y_train": "labels", "x_test": "images",
-              "y_test": "labels"}
+KINDS = ("images", "labels", "images", "labels")  # of IDX_FILES, NPZ_ARRAYS
+NPZ_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 # numpy's own limit on a .npy header, plus its magic string and length field.
 NPY_MAX_HEADER = 10_000
 NPY_HEADER_LIMIT = 8 + 4 + NPY_MAX_HEADER
@@ -75,17 +65,14 @@ class Dataset:
 
 
 def load(name, data_dir=None, seed=0, validation=False):
-    """The data set `name` ("synthetic", "mnist" or "fashion_mnist"): a real
-    one from `data_dir` or the Keras cache (UsageError if its files are
-    missing or damaged), the synthetic one generated from `seed`. With
-    `validation`, the test set is the held-out last 5,000 training images."""
+    """The data set `name` ("synthetic", "mnist" or "fashion_mnist"); with
+    `validation`, the test set is the held-out last 5,000 training images,
+    as hyper-parameters are to be chosen."""
     dataset = real(name, data_dir) if name in REAL_DATASETS else synthetic(seed)
     return validation_split(dataset) if validation else dataset
 
 
 def validation_split(dataset, size=VALIDATION_SIZE):
-    """Trains on all but the last `size` training examples, and evaluates on
-    those instead of the test set."""
     if len(dataset.train_labels) <= size:
         raise UsageError(f"--validation holds out {size} training examples, "
                          f"but there are only {len(dataset.train_labels)}")
@@ -105,10 +92,9 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
     strokes /= np.sqrt(np.float32(LATENT_DIMS))
     threshold = np.float32(NormalDist().inv_cdf(1 - INK_FRACTION))
     images = np.clip(style @ strokes - threshold, 0, 1)
-    # The teacher: tanh units mildly non-linear, and class scores centred so
-    # that no class dominates. Thresholding hides part of the style, so a
-    # few labels stay ambiguous: accuracy levels off in the high 80s, the
-    # way MNIST's does near 98%, instead of improving forever.
+    # The teacher: mildly non-linear, class scores centred so that none
+    # dominates. Thresholding hides part of the style, so accuracy levels off
+    # in the high 80s, as MNIST's does near 98%, instead of improving forever.
     hidden_weights = rng.standard_normal((LATENT_DIMS, teacher_units),
                                          dtype=np.float32)
     output_weights = rng.standard_normal((teacher_units, NUM_CLASSES),
@@ -122,16 +108,14 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
 
 
 def keras_cache():
-    """The folder Keras's loaders cache data sets in ($KERAS_HOME/datasets,
-    by default ~/.keras/datasets)."""
+    """$KERAS_HOME/datasets (default ~/.keras/datasets): Keras's cache."""
     home = os.environ.get("KERAS_HOME") or os.path.join(
         os.path.expanduser("~"), ".keras")
     return os.path.join(home, "datasets")
 
 
 def real(name, data_dir=None):
-    """MNIST or Fashion-MNIST: from `data_dir` if given, else from the Keras
-    cache, else downloaded through Keras's own loader."""
+    """MNIST or Fashion-MNIST, from `data_dir`, the cache or Keras."""
     if data_dir:
         found = _read_folder(name, os.path.expanduser(data_dir))
         if found is None:
@@ -147,8 +131,7 @@ def real(name, data_dir=None):
 
 
 def keras_loader(name):
-    """Keras's own loader for a data set: it downloads into the Keras cache,
-    showing its progress, and returns ((x_train, y_train), (x_test, y_test))."""
+    """Keras's loader: downloads into its cache, returns the arrays."""
     import tensorflow as tf  # only here: nothing else in this module needs it
 
     return getattr(tf.keras.datasets, name).load_data
@@ -161,17 +144,14 @@ def _expected_files(name):
 
 
 def _read_folder(name, folder):
-    """The data set from `folder` (IDX files, or for MNIST also mnist.npz),
-    or None if the files are not there."""
+    """The data set in `folder`, or None if its files are not there."""
     npz_path = os.path.join(folder, MNIST_NPZ)
     if name == "mnist" and os.path.isfile(npz_path):
         return _read_npz(npz_path)
     idx_paths = [os.path.join(folder, file) for file in IDX_FILES]
     if all(os.path.isfile(path) for path in idx_paths):
-        images_and_labels = [
-            _read_idx(path, kind) for path, kind in
-            zip(idx_paths, ("images", "labels", "images", "labels"))]
-        return _checked(*zip(images_and_labels, idx_paths))
+        return _checked(*((_read_idx(path, kind), path)
+                          for path, kind in zip(idx_paths, KINDS)))
     return None
 
 
@@ -183,8 +163,8 @@ def _read_cache(name, cache):
 
 
 def _download(name, cache):
-    """Downloads through Keras's loader. One task at a time: the others of a
-    run wait on a lock file, then read what the first one cached."""
+    """Downloads through Keras's loader, one task at a time: the others
+    wait on a lock file, then read what the first one cached."""
     import fcntl
 
     lock_path = os.path.join(cache, f".{name}.lock")
@@ -219,12 +199,11 @@ def _download(name, cache):
 
 
 def _read_npz(path):
-    """Keras's mnist.npz. Each array's .npy header is read and checked before
-    any of its data, and no member is inflated past the size it claims."""
+    """Keras's mnist.npz."""
     try:
         with zipfile.ZipFile(path) as archive:
             parts = [_read_npy_member(path, archive, key, kind)
-                     for key, kind in NPZ_ARRAYS.items()]
+                     for key, kind in zip(NPZ_ARRAYS, KINDS)]
     except DAMAGED as error:
         raise UsageError(f"{path} is damaged or not a Keras MNIST file with "
                          f"x_train, y_train, x_test and y_test "
@@ -234,12 +213,10 @@ def _read_npz(path):
 
 
 def _read_npy_member(path, archive, key, kind):
-    """One array of an .npz: its header first, through a reader that stops
-    where the longest header numpy accepts would end."""
+    """One array of an .npz, its header read and checked before its data."""
     info = archive.getinfo(f"{key}.npy")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        # zipfile inflates bzip2 and lzma without a bound on each read, and
-        # numpy writes neither.
+        # zipfile inflates bzip2 and lzma unbounded; numpy writes neither.
         method = zipfile.compressor_names.get(info.compress_type,
                                               f"method {info.compress_type}")
         raise _refused(path, f"{path} has {key} compressed with {method}, "
@@ -247,18 +224,15 @@ def _read_npy_member(path, archive, key, kind):
     with archive.open(info) as member:
         header = _Prefix(member, NPY_HEADER_LIMIT)
         version = np.lib.format.read_magic(header)
-        if version == (1, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(
-                header, max_header_size=NPY_MAX_HEADER)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(
-                header, max_header_size=NPY_MAX_HEADER)
-        else:
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read_header is None:
             raise ValueError(f"{key}.npy is in .npy format version {version}, "
                              f"which numpy writes only for unusual dtypes")
+        shape, fortran_order, dtype = read_header(
+            header, max_header_size=NPY_MAX_HEADER)
         claim = _Claim(path, f"the header of {key}", kind, shape, dtype)
-        # The zip says how long the member is: the header and the array's
-        # data, exactly.
+        # The zip's size of the member is the header and the data, exactly.
         claim.check_length(info.file_size - header.count)
         if info.compress_type == zipfile.ZIP_DEFLATED:
             claim.check_compressed(info.compress_size)
@@ -270,8 +244,8 @@ def _read_npy_member(path, archive, key, kind):
 
 
 class _Prefix:
-    """The first `limit` bytes of `stream`, counting those read: numpy calls
-    a header that says it is longer damaged, without reading it all."""
+    """The first `limit` bytes of `stream`, counting those read: a header
+    longer than numpy accepts is refused without reading it all."""
 
     def __init__(self, stream, limit):
         self.stream, self.limit, self.count = stream, limit, 0
@@ -284,10 +258,9 @@ class _Prefix:
 
 
 class _Claim:
-    """What a file's header says an array is, checked against MNIST's limits
-    as it is made: its size is then bounded (and computed in Python integers,
-    which cannot overflow as np.prod does), and nothing is allocated before
-    it has been checked against the file."""
+    """What a header says an array is, checked against MNIST's limits when
+    made, so its size (in Python integers, which cannot overflow) is bounded
+    and is checked against the file before anything is allocated."""
 
     def __init__(self, path, header, kind, shape, dtype):
         self.path, self.header, self.shape, self.dtype = path, header, shape, dtype
@@ -314,7 +287,6 @@ class _Claim:
         self.size = math.prod(shape) * dtype.itemsize
 
     def check_length(self, length):
-        """`length`: how many bytes of data follow the header."""
         if length < self.size:
             raise _refused(self.path, f"{self.path} is truncated or corrupt "
                                       f"({self.header} says {self.shape}, "
@@ -326,8 +298,6 @@ class _Claim:
                                       f"{self.dtype}, {self.size:,} bytes)")
 
     def check_compressed(self, compressed_size):
-        """A claim that deflate could not inflate from the compressed bytes
-        there are is refused before it is allocated."""
         if self.size > DEFLATE_MAX_RATIO * (compressed_size + 1):
             raise _refused(self.path, f"{self.path} is truncated or corrupt "
                                       f"({self.header} says {self.shape}, "
@@ -336,9 +306,8 @@ class _Claim:
                                       f"can hold)")
 
     def read(self, stream):
-        """The claimed bytes, read in chunks into one buffer. A stream that
-        ends sooner or goes on is refused, having inflated at most a chunk
-        more than the claim; reading to its end lets gzip or zipfile check
+        """The claimed bytes, read in chunks; a stream that ends sooner or
+        goes on is refused. Reading to its end lets gzip or zipfile check
         its CRC."""
         data = np.empty(self.size, np.uint8)
         view = memoryview(data)
@@ -355,9 +324,7 @@ class _Claim:
 
 
 def _read_idx(path, kind):
-    """One IDX file (the format MNIST ships in) as a numpy array; `kind` is
-    "images" (a 3-D array of 28x28 images) or "labels" (1-D). Its header is
-    checked before any data is read, and no more than it claims is read."""
+    """One IDX file (MNIST's format) of `kind` "images" or "labels"."""
     dims = 3 if kind == "images" else 1
     compressed = path.endswith(".gz")
     try:
@@ -389,13 +356,12 @@ def _read_idx(path, kind):
 
 
 def _refused(path, message):
-    """A UsageError: `message`, which names the file, and what to do."""
     return UsageError(f"{message}; {_remedy(path)}")
 
 
 def _remedy(path):
     """What to do about a damaged file: Keras downloads a fresh copy of one
-    missing from its cache; elsewhere only the user can replace it."""
+    missing from its cache; only the user can replace one elsewhere."""
     cache = os.path.abspath(keras_cache())
     if os.path.abspath(path).startswith(cache + os.sep):
         return "delete it to download a fresh copy"
@@ -414,7 +380,7 @@ def _checked(train_images, train_labels, test_images, test_labels):
     """Flattens and scales the images, after checking each (array, source)
     pair: 28x28 images, labels 0-9, as many labels as images."""
     def images(array, source):
-        if array.ndim != 3 or array.shape[1:] != (28, 28):
+        if array.ndim != 3 or array.shape[1:] != IMAGE_SHAPE:
             raise UsageError(f"{source} holds images of shape {array.shape}, "
                              f"not 28x28; use the original files")
         # uint8 is 0-255 by construction; any other numbers are checked.
@@ -452,10 +418,8 @@ def shard(images, labels, index, count):
 
 
 class Batches:
-    """Endless minibatches from one shard, reshuffled each epoch.
-
-    The order depends only on `seed`, so a run can be repeated exactly.
-    """
+    """Endless minibatches from one shard, reshuffled each epoch in an order
+    that depends only on `seed`."""
 
     def __init__(self, images, labels, batch_size, seed):
         if len(images) < batch_size:

@@ -1,14 +1,5 @@
-"""Command-line flags shared by every example, and the exit-code contract.
-
-Every example takes the same common flags (`--train_steps`, `--batch_size`,
-`--learning_rate`, `--seed`, `--dataset`, `--data_dir`, `--logdir`,
-`--log_every`, `--save_checkpoint_steps`, `--eval_every`), and the
-distributed ones also take TensorFlow's classic cluster flags (`--ps_hosts
---worker_hosts --job_name --task_index`).
-
-Bad input is reported as one line on stderr with exit code 2: raise
-`UsageError` anywhere under `run_main` and it returns exactly that.
-"""
+"""The command-line flags every example shares, and the exit-code contract:
+a `UsageError` raised under `run_main` is one line on stderr, exit code 2."""
 
 import argparse
 import math
@@ -56,9 +47,8 @@ def positive_floats(text):
 
 
 class ByDataset(NamedTuple):
-    """A default that differs by data set: on the synthetic data, and on the
-    real ones (mnist, fashion_mnist), which need more steps to reach their
-    best accuracy."""
+    """A default on the synthetic data, and on the real ones (mnist,
+    fashion_mnist), which need more steps to reach their best accuracy."""
 
     synthetic: float
     real: float
@@ -78,12 +68,9 @@ TRAIN_STEPS = ByDataset(synthetic=1000, real=6000)
 
 def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS,
                 batch_size=100, learning_rate=0.2):
-    """The parser with the common flags; an example adds its own on top.
-
-    `doc` is the script's docstring: its first line becomes the description.
-    `train_steps`, `batch_size` and `learning_rate` may each be one default,
-    or a `ByDataset` pair, which `parse` resolves for the --dataset given.
-    """
+    """The parser with the common flags, described by `doc`'s first line;
+    an example adds its own. `train_steps`, `batch_size` and `learning_rate`
+    may each be a `ByDataset` pair, which `parse` resolves."""
     parser = Parser(
         prog=os.path.basename(script_file),
         description=doc.strip().splitlines()[0],
@@ -152,10 +139,8 @@ def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS
 
 
 def parse(parser, argv=None):
-    """Parses `argv` (default: the command line, as argparse reads it) and
-    checks the common flags; raises UsageError on bad input. Fills in the
-    defaults that depend on others: those given `ByDataset`, --log_every and
-    --save_checkpoint_steps. --logdir stays None unless given."""
+    """Parses and checks `argv` (default: the command line), filling in the
+    defaults that depend on other flags; --logdir stays None unless given."""
     args = parser.parse_args(argv)
     for name, default in args.defaults_by_dataset.items():
         if getattr(args, name) is None:
@@ -180,13 +165,9 @@ def parse(parser, argv=None):
 
 
 def run_main(main):
-    """Runs `main()` and returns the process's exit code: main's own (None
-    is 0), 2 after one line for a UsageError, 130 on Ctrl-C. Meant for the
-    script's last line, `sys.exit(flags.run_main(main))`.
-
-    While it runs, Ctrl-C ends the process at once in every state, even
-    inside a blocking TensorFlow call (see `_exit_on_ctrl_c`).
-    """
+    """Runs `main()` and returns the exit code for `sys.exit`: main's own
+    (None is 0), 2 after one line for a UsageError, 130 on Ctrl-C, which
+    ends the process at once even inside a blocking TensorFlow call."""
     prog = os.path.basename(sys.argv[0])
     _exit_on_ctrl_c(prog)
     try:
@@ -200,14 +181,10 @@ def run_main(main):
 
 
 def _exit_on_ctrl_c(prog):
-    """Ctrl-C ends this task in every state, even inside a TensorFlow call.
-
-    Python runs its SIGINT handler only between bytecodes, and a blocking
-    `session.run` (a task waiting for the chief or for its workers) does not
-    return to Python. The C-level handler still writes the signal to a wakeup
-    pipe at once, so a thread blocked reading that pipe says so and exits
-    the process (os._exit: the main thread is stuck, so nothing else could).
-    """
+    """Python runs its SIGINT handler only between bytecodes, which a
+    blocking `session.run` never returns to; but the C-level handler writes
+    the signal to a wakeup pipe at once, so a thread reading that pipe ends
+    the process (os._exit: the main thread is stuck)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return  # started with Ctrl-C ignored (`nohup`, a background job)
     read_end, write_end = os.pipe()

@@ -1,18 +1,7 @@
-"""The one rule for a --logdir: which folders can be one, and what reusing
-one means. The launcher and every example ask here, so they refuse the same
-folders with the same one-line errors (`UsageError`: exit code 2).
-
-- `new_run_folder`: the default, a new folder under the example's runs/.
-- `check`: a logdir is a folder, or a path that can become one, that this
-  user may write to.
-- `make`: creates it, or a folder inside it (the launcher's `logs/`).
-- `claim`: reusing a logdir means resuming from its checkpoint, so the
-  chief refuses one that holds another example's or another model's, and
-  marks the folder as its example's. A reused logdir's task logs and
-  results are written anew.
-
-Only `claim` needs TensorFlow, and imports it when called: flag errors stay
-fast, and the launcher needs none.
+"""The one rule for a --logdir, which the launcher and every example ask, so
+that they refuse the same folders with the same one-line `UsageError`s.
+Reusing a logdir means resuming from its checkpoint. Only `claim` needs
+TensorFlow, and imports it when called, so flag errors stay fast.
 """
 
 import os
@@ -22,8 +11,7 @@ from guide.training.flags import UsageError
 
 
 def new_run_folder(script_file):
-    """A new folder's path, under runs/ beside `script_file`, named for the
-    time and this process (not created here)."""
+    """A new folder's path (not created) under runs/ beside `script_file`."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return os.path.join(os.path.dirname(os.path.abspath(script_file)), "runs",
                         f"{stamp}-{os.getpid()}")
@@ -39,9 +27,8 @@ def check(logdir):
 
 
 def make(logdir, folder=None):
-    """Creates `folder` (default: `logdir` itself, else a folder inside it);
-    UsageError if it is not a folder this user may write to, or cannot be
-    created."""
+    """Creates `folder` (default: `logdir` itself, else a folder inside it,
+    like the launcher's logs/); UsageError as `check`, or if it cannot be."""
     folder = folder or logdir
     _refuse_a_file(logdir, _nearest_existing(folder))
     try:
@@ -55,9 +42,8 @@ def make(logdir, folder=None):
 
 
 def claim(logdir, script):
-    """Chief: refuse a `logdir` that holds another example's or another
-    model's checkpoint (resuming from it would fail or mislead), and mark
-    this one as `script`'s (a file name). Call it once the graph is built."""
+    """Chief, once the graph is built: refuse a `logdir` that holds another
+    example's or model's checkpoint, and mark it as `script`'s."""
     import tensorflow as tf
 
     marker = os.path.join(logdir, "example.txt")

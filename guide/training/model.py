@@ -1,9 +1,6 @@
-"""The classifier every example trains: a one-hidden-layer perceptron.
-
-Built from explicit variables (784 -> 128 ReLU -> 10), so that the same code
-works under any device placement, and so that tests can read the parameters
-by name and compare them with a NumPy re-implementation.
-"""
+"""The classifier every example trains: a one-hidden-layer perceptron (784 ->
+128 ReLU -> 10) of explicit variables, which work under any device placement
+and which tests read by name to compare with a NumPy re-implementation."""
 
 import tensorflow as tf
 
@@ -13,12 +10,8 @@ HIDDEN_UNITS = 128
 
 
 class MLP:
-    """The model's variables, created in the caller's device scope.
-
-    They are `tf.compat.v1.Variable`s, so that a variable creator scope can
-    decide their collections: `placement.local_variables` makes a worker's
-    private copy of the model this way.
-    """
+    """The model's variables, in the caller's device scope; v1 Variables, so
+    that a creator scope (`placement.local_variables`) picks collections."""
 
     def __init__(self, seed, hidden_units=HIDDEN_UNITS):
         def weights(name, shape, op_seed):
@@ -50,15 +43,10 @@ class MLP:
 
 
 class Classifier:
-    """The whole model graph, built in the caller's device scope.
-
-    `images` and `labels` are placeholders fed from NumPy; `loss` is the mean
-    cross-entropy and `accuracy` the fraction of correct predictions, both
-    also written as TensorBoard summaries unless `summaries` is False.
-    By default it makes new variables; pass `mlp` to compute with existing
-    ones (a worker's local copy, or the central copy for evaluation), and
-    `offsets` to compute at the shifted parameters θ + offsets.
-    """
+    """The model graph, in the caller's device scope: placeholders `images`
+    and `labels`, `loss` and `accuracy` (also TensorBoard summaries unless
+    `summaries` is False), computed with new variables, or `mlp`'s, at
+    θ + `offsets` if given."""
 
     def __init__(self, seed=0, mlp=None, summaries=True, offsets=None):
         self.images = tf.compat.v1.placeholder(tf.float32, [None, IMAGE_SIZE],

@@ -2,14 +2,9 @@
 
 
 def run_without_hooks(session, fetches, feed_dict=None):
-    """`session.run`, but a MonitoredSession's hooks do not see it.
-
-    Used for the final evaluation, so it is not counted as a training step;
-    and, in the schemes with a communication window, for the local steps,
-    which must not pay for the round trip to the ps that the hooks' read of
-    the global step costs, and for every exchange with the ps but the one
-    per window that the hooks should see.
-    """
+    """`session.run`, but a MonitoredSession's hooks do not see it: for the
+    final evaluation, and for a window's local steps and exchanges but one,
+    which must not pay for the hooks' read of the global step on the ps."""
     if hasattr(session, "run_step_fn"):  # a MonitoredSession
         def step(step_context):
             return step_context.session.run(fetches, feed_dict)

@@ -12,17 +12,12 @@ from guide.training.monitored import run_without_hooks
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Prints global step, loss and examples/s every `every_n_steps` steps.
-
-    The rate counts the examples of every worker (global steps times
-    `examples_per_step`), so it is the whole job's throughput. Given a
-    `summary_dir`, it also writes the loss and that rate to TensorBoard
-    (`loss`, `examples_per_sec`), and the scalars of each of `summaries`:
-    objects with `fetches` and a `scalars(values)` method that turns the
-    fetched values into `{tag: value}` (`CommitLog`, `CommitRecord`,
-    `DroppedGradients`, `ElasticDistance`), read only then, not at every
-    step. When the hooked `session.run` stands for several local steps (a
-    whole communication window), say how many with `steps_per_run`.
+    """Prints global step, loss and the whole job's examples/s (global steps
+    × `examples_per_step`) every `every_n_steps` local steps; `steps_per_run`
+    is how many a hooked `session.run` stands for (a communication window).
+    Given a `summary_dir`, writes `loss`, `examples_per_sec` and the scalars
+    of each of `summaries` to TensorBoard: objects with `fetches` and a
+    `scalars(values)` that returns `{tag: value}`, e.g. `counters.CommitLog`.
     """
 
     def __init__(self, global_step, loss, every_n_steps, examples_per_step,
@@ -74,10 +69,8 @@ _eager_writers = {}
 
 
 def write_scalars(logdir, step, scalars):
-    """Writes `{tag: value}` to TensorBoard's event file in `logdir`, at
-    global step `step`, and flushes it, so that no exit path loses it. The
-    tags are the same in every example, so that the runs of different
-    schemes overlay in one chart."""
+    """Writes `{tag: value}` at global step `step` to TensorBoard's event file
+    in `logdir`, and flushes it, so that no exit path loses it."""
     if not tf.executing_eagerly():
         writer = tf.compat.v1.summary.FileWriterCache.get(logdir)
         writer.add_summary(tf.compat.v1.Summary(value=[
@@ -96,11 +89,10 @@ def write_scalars(logdir, step, scalars):
 
 
 class AccuracyCurve:
-    """Test accuracy as training goes, measured every `every` global steps
-    (0: never): points of (seconds since the start, global step, examples
-    seen, accuracy), written to `<logdir>/accuracy_curve.json`, and each
-    point as `test_accuracy` (and `test_loss`, when measured) to
-    TensorBoard. `examples_per_step`: training examples per global step."""
+    """Test accuracy every `every` global steps (0: never), as points of
+    (seconds since the start, global step, examples seen, accuracy) in
+    `<logdir>/accuracy_curve.json` and as `test_accuracy` (and `test_loss`,
+    when measured) in TensorBoard."""
 
     def __init__(self, logdir, every, examples_per_step):
         self.every = every
@@ -115,13 +107,11 @@ class AccuracyCurve:
         self._start = time.perf_counter()
 
     def due(self, step):
-        """Whether `step` has reached the next multiple of `every`."""
         return bool(self.every) and step >= self._next_step
 
     def measure(self, step, evaluate):
-        """Adds the point for global step `step`: `evaluate()` returns the
-        test accuracy, or a (test loss, test accuracy) pair, and the seconds
-        it took are kept too (`eval_s`)."""
+        """Adds the point for global step `step`; `evaluate()` returns the
+        test accuracy, or a (test loss, test accuracy) pair."""
         started = time.perf_counter()
         measured = evaluate()
         scalars = {}
@@ -145,10 +135,9 @@ class AccuracyCurve:
 
 
 class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
-    """An `AccuracyCurve` of `classifier` on `dataset`'s test set, kept by a
-    MonitoredSession: measured when the session starts, then whenever the
-    global step passes a multiple of `every`, and written when the session
-    closes. Does nothing when `every` is 0."""
+    """An `AccuracyCurve` of `classifier` on `dataset`'s test set, measured as
+    the session starts and then every `every` global steps, written as it
+    closes."""
 
     def __init__(self, logdir, every, global_step, classifier, dataset, *,
                  examples_per_step):
@@ -181,9 +170,8 @@ class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
 
 
 class ElasticDistance:
-    """TensorBoard's `elastic_distance`, for `ProgressHook`: ‖θ − θ̃‖, the
-    distance between this worker's copy and the centre. Build it in the
-    graph, before the session starts."""
+    """TensorBoard's `elastic_distance`, for `ProgressHook`: ‖θ − θ̃‖, from
+    this worker's copy to the centre."""
 
     def __init__(self, local_variables, central_variables):
         self.fetches = tf.sqrt(tf.add_n([
@@ -196,11 +184,8 @@ class ElasticDistance:
 
 
 def save_local_copy(session, variables, logdir):
-    """Writes this worker's own parameters to `<logdir>/local_copy.npz`.
-
-    Checkpoints hold only the global state; this keeps the chief's local
-    copy θ too, for the schemes where it differs from the central one.
-    """
+    """Writes this worker's own parameters, which checkpoints do not hold,
+    to `<logdir>/local_copy.npz`."""
     values = run_without_hooks(session, variables)
     os.makedirs(logdir, exist_ok=True)
     np.savez(os.path.join(logdir, "local_copy.npz"),
@@ -229,15 +214,11 @@ def evaluate_and_write(session, logdir, settings, algorithm, classifier,
 def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
                  wall_s, *, workers, ps, start_step=0, examples_per_step=None,
                  **extra):
-    """Prints the RESULT line and writes `<logdir>/result.json` from measured
-    values, and the final test figures to TensorBoard.
-
-    `settings` is the run's {dataset, train_steps, batch_size,
-    learning_rate, seed, validation}, as the flags gave them. The examples
-    counted are those of the steps after `start_step` (where a resumed run
-    started), `examples_per_step` each (default: one minibatch); `extra`
-    adds scheme-specific fields.
-    """
+    """Prints the RESULT line, writes `<logdir>/result.json` and the final
+    test figures to TensorBoard. `settings`: the run's {dataset, train_steps,
+    batch_size, learning_rate, seed, validation}; the examples counted are
+    those of the steps after `start_step` (where a resumed run started),
+    `examples_per_step` each (default: one minibatch)."""
     write_scalars(logdir, step, {"test_accuracy": test_accuracy,
                                  "test_loss": test_loss})
     examples = (step - start_step) * (examples_per_step or settings["batch_size"])
