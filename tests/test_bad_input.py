@@ -15,6 +15,7 @@ import stat
 import tempfile
 
 import pytest
+from test_hostile_data import npy_bytes, npz_with, stored
 
 from conftest import (
     LAUNCHER,
@@ -32,7 +33,7 @@ from launcher.options import (
     free_ports,
     parse_command_line,
 )
-from test_data import fake_mnist, npy_bytes, npz_with, stored, write_idx_fixture
+from test_data import fake_mnist, write_idx_fixture
 
 HOGWILD = [PYTHON, "Hogwild/hogwild.py"]
 HOSTS = ["--ps_hosts=127.0.0.1:1", "--worker_hosts=127.0.0.1:2,127.0.0.1:3"]
