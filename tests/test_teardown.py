@@ -68,11 +68,13 @@ def test_a_stopped_launcher_leaves_no_task_nor_child(mode, ending, run_dir):
     logdir = run_dir / "run"
     job = Running(launch(logdir, mode, "hang", "--workers", "1"))
     try:
-        for name in ("ps:0", "worker:0"):
-            job.wait_for_line(rf"\[{name}\] ready", 30)
+        tasks = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)", 30)[1])
+                 for name in ("ps:0", "worker:0")]
         pids = processes_mentioning(str(logdir))
-        launchers = 1 + (mode != "host")  # and its copy in the namespace
-        assert len(pids) == launchers + 2 * 2  # 2 tasks, a child each
+        # Each task has started its child before it says it is ready.
+        children = [pid for pid in pids if parent_of(pid) in tasks]
+        assert set(tasks) <= set(pids) and len(children) == len(tasks), pids
+        assert job.process.pid in pids
         if ending == "SIGTERM":
             job.process.send_signal(signal.SIGTERM)
             assert job.finish(timeout=30)[0] == 143

@@ -30,6 +30,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         self._summaries = list(summaries)
         self._local_step = 0
         self._last = None
+        self._latest = None
+        self._wrote = False
 
     def after_create_session(self, session, coord):
         self._last = (session.run(self._fetches["global_step"]),
@@ -41,10 +43,12 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         before = self._local_step
         self._local_step += self._steps_per_run
+        self._latest = run_values.results
         if self._local_step // self._every_n_steps == before // self._every_n_steps:
             return
         step, loss = (run_values.results["global_step"],
                       run_values.results["loss"])
+        self._wrote = bool(self._summary_dir)
         last_step, last_time = self._last
         now = time.perf_counter()
         rate = (step - last_step) * self._examples_per_step / max(now - last_time, 1e-9)
@@ -59,6 +63,17 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                 for source, value in zip(self._summaries, values):
                     scalars.update(source.scalars(value))
             write_scalars(self._summary_dir, step, scalars)
+
+    def end(self, session):
+        """A chief that the other workers left few steps to write at least
+        its last loss and rate, so that every run has both in TensorBoard."""
+        if self._summary_dir and not self._wrote and self._latest:
+            step, loss = self._latest["global_step"], self._latest["loss"]
+            last_step, last_time = self._last
+            rate = (step - last_step) * self._examples_per_step / max(
+                time.perf_counter() - last_time, 1e-9)
+            write_scalars(self._summary_dir, step,
+                          {"loss": loss, "examples_per_sec": rate})
 
 
 # Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
