@@ -2,12 +2,14 @@
 workers, window) on validation splits and tables each run beside the
 baseline's on the same data and seed.
 
-    python benchmarks/carry_over.py --grid today --mnist_dir ../shared/data/mnist \\
-        --harder_dir /tmp/harder-mnist
+    python benchmarks/carry_over.py --grid today --data mnist=../shared/data/mnist \\
+        --data harder=/tmp/harder-mnist --data dense=/tmp/dense-mnist
 
-`--harder_dir` is made by `benchmarks/harder_data.py` (MNIST with lowered
-contrast, occlusion, pixel noise and a fifth of its training labels
-changed). Every run is `--validation` (the last 5,000 training images; the
+`harder` and `dense` are made by `benchmarks/harder_data.py` (MNIST with
+lowered contrast, occlusion, pixel noise and a fifth of its training labels
+changed; `dense` adds `--background 0.3 --contrast 1`, a grey background
+that makes the inputs about twice as large as MNIST's, and so the largest
+stable rate smaller). Every run is `--validation` (the last 5,000 training images; the
 test sets are never looked at) unless the grid says `test`, runs under
 `nice -n 19` with a timeout, and its logdir goes under `--scratch`, outside
 the repository. A run already in `results/carry_over/runs.json` is not run
@@ -42,7 +44,7 @@ VARIANTS = {"local_rate": "proposed/experiment-local-rate.patch"}
 @dataclasses.dataclass(frozen=True)
 class Run:
     example: str
-    data: str = "harder"  # "harder" or "mnist"
+    data: str = "harder"  # a name given to --data: harder, dense, mnist
     seed: int = 0
     workers: int = 2
     window: int | None = None  # None: the example's default
@@ -98,6 +100,13 @@ GRIDS = {
         + _rates("SAGN", (0.2, 0.4)) + [_local("SAGN", 0.2, 0.8)]
         + _rates("AEASGD", (0.2, 0.4))
         + _rates("Hogwild", (0.1,)) + [Run("Hogwild", workers=1)]),
+    # Larger inputs: does the local step's size matter there?
+    "dense": lambda: (
+        _schemes(data="dense") + _rates(BASELINE, (0.4, 0.8), data="dense")
+        + [_local("AGN", 0.2, 0.8, data="dense"),
+           _local("SAGN", 0.2, 0.8, data="dense")]
+        + _rates("AGN", (0.2,), data="dense")
+        + _rates("AEASGD", (0.2,), data="dense")),
 }
 
 
@@ -142,7 +151,7 @@ def command(run, tree, data_dir, logdir, timeout):
 
 
 def execute(run, args):
-    data_dir = args.harder_dir if run.data == "harder" else args.mnist_dir
+    data_dir = args.data[run.data]
     logdir = os.path.join(args.scratch, "runs", run.key)
     # A checkpoint left by an earlier try would be resumed from.
     shutil.rmtree(logdir, ignore_errors=True)
@@ -240,10 +249,11 @@ def main(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--grid", action="append", required=True,
                         help=f"one of: {', '.join(GRIDS)} (repeatable)")
-    parser.add_argument("--mnist_dir", required=True,
-                        help="MNIST's four IDX .gz files")
-    parser.add_argument("--harder_dir", required=True,
-                        help="the output of benchmarks/harder_data.py")
+    parser.add_argument("--data", action="append", required=True,
+                        type=lambda text: tuple(text.split("=", 1)),
+                        help="NAME=FOLDER of four IDX .gz files: mnist, and "
+                             "the outputs of benchmarks/harder_data.py "
+                             "(repeatable)")
     parser.add_argument("--scratch", default="/tmp/carry_over",
                         help="logdirs, logs and patched copies, outside the repo")
     parser.add_argument("--jobs", type=int, default=2,
@@ -257,8 +267,12 @@ def main(argv=None):
     parser.add_argument("--dry_run", action="store_true",
                         help="list the runs, run nothing")
     args = parser.parse_args(argv)
+    args.data = dict(args.data)
     runs = [run for name in args.grid for run in grid(name)
             if re.search(args.only, run.key)]
+    unknown = sorted({run.data for run in runs} - set(args.data))
+    if unknown:
+        parser.error(f"the grid needs --data {unknown[0]}=FOLDER")
     records = load_records()
     todo = [run for run in dict.fromkeys(runs)
             if args.rerun or run.key not in records

@@ -7,7 +7,9 @@ SOURCE_DIR holds MNIST's four IDX `.gz` files; OUT_DIR gets four files of the
 same names and format, which any example reads with `--dataset mnist
 --data_dir OUT_DIR`. The same seed gives the same files, byte for byte.
 
-Every image, training and test alike, has its contrast lowered, a random
+Every image, training and test alike, has its contrast lowered (over a grey
+background with `--background`, which makes the inputs larger, as on data
+sets with more ink than MNIST's), a random
 square of it blanked out (occlusion) and Gaussian noise added, so that some
 digits are truly ambiguous, as on a harder data set. Then a share of the
 training labels is replaced by a random other class, so that the gradients are
@@ -47,10 +49,12 @@ def write_idx(path, array):
         stream.write(header + array.astype(np.uint8).tobytes())
 
 
-def degrade_images(images, rng, contrast, noise_std, occlusion):
-    """Lowered contrast, one blanked square per image at a random place, and
-    Gaussian noise (in units of full intensity), back to uint8."""
-    pixels = images.astype(np.float32) / 255.0 * contrast
+def degrade_images(images, rng, contrast, noise_std, occlusion, background):
+    """Lowered contrast over a grey background, one blanked square per image
+    at a random place, and Gaussian noise (in units of full intensity), back
+    to uint8."""
+    pixels = (background + (1.0 - background) * contrast
+              * images.astype(np.float32) / 255.0)
     count, height, width = pixels.shape
     if occlusion > 0:
         tops = rng.integers(0, height - occlusion + 1, size=count)
@@ -61,7 +65,7 @@ def degrade_images(images, rng, contrast, noise_std, occlusion):
                    & (rows < tops[:, None, None] + occlusion)
                    & (cols >= lefts[:, None, None])
                    & (cols < lefts[:, None, None] + occlusion))
-        pixels[blanked] = 0.0
+        pixels[blanked] = background
     pixels += rng.normal(0.0, noise_std, size=pixels.shape).astype(np.float32)
     return np.round(np.clip(pixels, 0.0, 1.0) * 255.0).astype(np.uint8)
 
@@ -87,6 +91,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--contrast", type=float, default=0.5,
                         help="the digits' brightest value, as a share of white")
+    parser.add_argument("--background", type=float, default=0.0,
+                        help="grey level of the background, as a share of "
+                             "white: larger inputs, hence a lower stable rate")
     parser.add_argument("--noise_std", type=float, default=0.2,
                         help="Gaussian pixel noise, in units of white")
     parser.add_argument("--occlusion", type=int, default=8,
@@ -104,7 +111,7 @@ def main(argv=None):
     train_images, train_labels, test_images, test_labels = map(read_idx, paths)
     rng = np.random.default_rng(args.seed)
     degrade = dict(rng=rng, contrast=args.contrast, noise_std=args.noise_std,
-                   occlusion=args.occlusion)
+                   occlusion=args.occlusion, background=args.background)
     outputs = (degrade_images(train_images, **degrade),
                flip_labels(train_labels, rng, args.label_noise, HELD_OUT),
                degrade_images(test_images, **degrade),
