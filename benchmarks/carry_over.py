@@ -182,13 +182,18 @@ def command(run, tree, data_dir, logdir, timeout):
 def execute(run, args):
     data_dir = args.data[run.data]
     logdir = os.path.join(args.scratch, "runs", run.key)
+    record = {"key": run.key, **dataclasses.asdict(run)}
+    # A run that finished but whose record was lost (runs.json written by
+    # another grid at the same time) is read back, not run again.
+    finished = read_result(logdir)
+    if finished and not args.rerun:
+        return {**record, **finished, "elapsed_s": None}
     # A checkpoint left by an earlier try would be resumed from.
     shutil.rmtree(logdir, ignore_errors=True)
     tree = variant_tree(run.variant, args.scratch)
     line = command(run, tree, data_dir, logdir, args.timeout)
     env = dict(os.environ, PYTHON=os.path.join(REPO, ".venv", "bin", "python"))
     started = time.perf_counter()
-    record = {"key": run.key, **dataclasses.asdict(run)}
     try:
         finished = subprocess.run(["nice", "-n", "19", *line], env=env,
                                   capture_output=True, text=True,
@@ -200,14 +205,22 @@ def execute(run, args):
     os.makedirs(os.path.join(args.scratch, "logs"), exist_ok=True)
     with open(os.path.join(args.scratch, "logs", run.key + ".log"), "w") as log:
         log.write(" ".join(line) + "\n" + output)
+    finished = read_result(logdir)
+    if finished:
+        record.update(finished)
+    else:
+        record["error"] = "timed out" if code is None else f"exit code {code}"
+    return record
+
+
+def read_result(logdir):
+    """Accuracy and wall time from a finished run's result.json, or None."""
     try:
         with open(os.path.join(logdir, "result.json")) as stream:
             result = json.load(stream)
-        record.update(accuracy=result["test_accuracy"],
-                      wall_s=result.get("wall_s"))
+        return {"accuracy": result["test_accuracy"], "wall_s": result.get("wall_s")}
     except (OSError, ValueError, KeyError):
-        record["error"] = "timed out" if code is None else f"exit code {code}"
-    return record
+        return None
 
 
 def load_records():
