@@ -107,35 +107,36 @@ GRIDS = {
            _local("SAGN", 0.2, 0.8, data="dense")]
         + _rates("AGN", (0.2,), data="dense")
         + _rates("AEASGD", (0.2,), data="dense")),
-    # The proposed rule for AGN and SAGN, local steps at the baseline's 0.2
-    # and the centre at T x 0.2, under conditions it was not chosen on; and
+    # The proposed rule, local steps at the baseline's rate 0.2, the centre
+    # at T x 0.2 for SAGN (which averages the W commits) and T x 0.2 / W for
+    # AGN (which adds them up), under conditions it was not chosen on; and
     # what is left for AEASGD and Hogwild. Most important first.
     "carry": lambda: (
-        [_local("AGN", 0.2, 0.8, data="mnist"),
-         _local("SAGN", 0.2, 0.8, data="mnist"),
+        [_local("SAGN", 0.2, 0.8, data="mnist"),
+         _local("AGN", 0.2, 0.4, data="dense"),
+         _local("AGN", 0.2, 0.4, data="mnist"),
+         _rates("AEASGD", (0.4,), data="dense")[0],
+         _local("AGN", 0.2, 0.4, data="harder"),
          Run(BASELINE, data="dense", seed=1),
-         _local("AGN", 0.2, 0.8, data="dense", seed=1),
          _local("SAGN", 0.2, 0.8, data="dense", seed=1),
-         _local("AGN", 0.2, 0.8, data="dense", workers=4),
+         _local("AGN", 0.2, 0.4, data="dense", seed=1),
          _local("SAGN", 0.2, 0.8, data="dense", workers=4),
-         _local("AGN", 0.2, 0.4, data="mnist", window=2),
-         _local("AGN", 0.2, 1.6, data="mnist", window=8),
-         _local("AGN", 0.2, 0.8, data="mnist", workers=4),
+         _local("AGN", 0.2, 0.2, data="dense", workers=4),
+         _local("AGN", 0.2, 0.8, data="mnist", window=8),
+         _local("AGN", 0.2, 0.2, data="mnist", window=2),
          _local("SAGN", 0.2, 0.8, data="mnist", workers=4),
-         _local("AGN", 0.2, 1.6, data="dense", window=8),
-         _local("AGN", 0.2, 0.4, data="dense", window=2)]
-        + _rates("AEASGD", (0.2,), data="mnist")
-        + _rates("AEASGD", (0.4,), data="dense")
+         _local("AGN", 0.2, 0.2, data="mnist", workers=4),
+         _local("AGN", 0.2, 0.8, data="mnist")]
+        + _rates("AEASGD", (0.4,), data="mnist")
         + _rates("Hogwild", (0.1,), data="dense")
         + [Run(BASELINE, data="harder", seed=1),
-           _local("AGN", 0.2, 0.8, data="harder", seed=1),
+           _local("AGN", 0.2, 0.4, data="harder", seed=1),
            _local("SAGN", 0.2, 0.8, data="harder", seed=1),
-           Run("AGN", data="dense", seed=1),
-           Run("AEASGD", data="dense", seed=1),
            Run(BASELINE, data="dense", seed=2),
-           _local("AGN", 0.2, 0.8, data="dense", seed=2),
+           _local("AGN", 0.2, 0.4, data="dense", seed=2),
            _local("SAGN", 0.2, 0.8, data="dense", seed=2),
-           Run("Hogwild", data="dense", workers=4)]),
+           _local("AGN", 0.2, 0.8, data="dense", window=8),
+           _local("AGN", 0.2, 0.2, data="dense", window=2)]),
 }
 
 
