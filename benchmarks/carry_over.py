@@ -137,6 +137,15 @@ GRIDS = {
            _local("SAGN", 0.2, 0.8, data="dense", seed=2),
            _local("AGN", 0.2, 0.8, data="dense", window=8),
            _local("AGN", 0.2, 0.2, data="dense", window=2)]),
+    # MNIST under a second seed, and the rates left to decide for AEASGD and
+    # Hogwild there.
+    "mnist_seeds": lambda: (
+        _rates("AEASGD", (0.2,), data="mnist")
+        + _rates("Hogwild", (0.1,), data="mnist")
+        + [Run(BASELINE, data="mnist", seed=1),
+           _local("AGN", 0.2, 0.4, data="mnist", seed=1),
+           _local("SAGN", 0.2, 0.8, data="mnist", seed=1)]
+        + _rates("AEASGD", (0.2,), data="mnist", seed=1)),
 }
 
 
