@@ -146,6 +146,19 @@ GRIDS = {
            _local("AGN", 0.2, 0.4, data="mnist", seed=1),
            _local("SAGN", 0.2, 0.8, data="mnist", seed=1)]
         + _rates("AEASGD", (0.2,), data="mnist", seed=1)),
+    # AGN with 4 workers: T x rate / W made the centre too slow there.
+    "agn_workers": lambda: [
+        _local("AGN", 0.2, central, data=data, workers=4)
+        for central in (0.4, 0.8) for data in ("mnist", "dense")],
+    # The one measurement on MNIST's test set, for the chosen defaults.
+    "final": lambda: [
+        Run(BASELINE, data="mnist", split="test"),
+        _local("AGN", 0.2, 0.4, data="mnist", split="test"),
+        _local("SAGN", 0.2, 0.8, data="mnist", split="test"),
+        Run("AEASGD", data="mnist", split="test",
+            flags=("--learning_rate", "0.2")),
+        Run("Hogwild", data="mnist", split="test"),
+        Run("AEAMSGD", data="mnist", split="test")],
 }
 
 
