@@ -159,6 +159,20 @@ GRIDS = {
             flags=("--learning_rate", "0.2")),
         Run("Hogwild", data="mnist", split="test"),
         Run("AEAMSGD", data="mnist", split="test")],
+    # The rest of the conditions for the chosen AEASGD and SAGN defaults.
+    # SAGN's --train_steps counts rounds of T minibatches per worker: 3000 / T
+    # keeps the ten epochs.
+    "extra": lambda: (
+        _rates("AEASGD", (0.2,), data="dense", seed=1)
+        + _rates("AEASGD", (0.2,), data="mnist", workers=4)
+        + _rates("AEASGD", (0.2,), data="dense", workers=4)
+        + _rates("AEASGD", (0.2,), data="mnist", window=8)
+        + _rates("AEASGD", (0.2,), data="mnist", window=2)
+        + [Run("SAGN", data="mnist", window=window, variant="local_rate",
+               flags=("--learning_rate", str(round(0.2 * window, 1)),
+                      "--local_learning_rate", "0.2",
+                      "--train_steps", str(3000 // window)))
+           for window in (2, 8)]),
 }
 
 
