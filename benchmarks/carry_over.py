@@ -16,7 +16,8 @@ the repository. A run already in `results/carry_over/runs.json` is not run
 again (`--rerun` to force), so grids add up. Some grids try a change to a
 scheme's script: those run in a copy of the repository (`git archive HEAD`,
 under `--scratch`) with benchmarks/carry_over_local_rate.patch applied, so
-the examples here stay untouched. Not part of `make test`: a grid takes minutes to hours.
+the examples here stay untouched. Not part of `make test`: a grid takes
+minutes to hours.
 """
 
 import argparse
