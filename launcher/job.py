@@ -221,6 +221,13 @@ class Launcher:
         group (which would hold its output open), reads what is left of its
         output for up to STOP_GRACE_S, reaps it and reports its exit code.
         The task's exit, not the end of its output, is what counts."""
+        code = 1  # a reader that failed (a full disk) fails its task
+        try:
+            code = self.copy_until_exit(task, process)
+        finally:  # so that supervise never waits for a task unreported
+            self.events.put((task, code))
+
+    def copy_until_exit(self, task, process):
         output = process.stdout.fileno()
         watched, partial, deadline = [output, process], b"", None
         while output in watched or process in watched:
@@ -244,7 +251,7 @@ class Launcher:
         if partial:
             self.copy(task, partial)
         process.stdout.close()
-        self.events.put((task, process.wait(timeout=STOP_GRACE_S)))
+        return process.wait(timeout=STOP_GRACE_S)
 
     def copy(self, task, raw):
         line = raw.decode("utf-8", "replace")
@@ -283,6 +290,7 @@ class Launcher:
                 task, code = self.events.get(
                     timeout=left if left < threading.TIMEOUT_MAX else None)
             except queue.Empty:
+                now = time.monotonic()  # the wait may have taken `left`
                 if not waiting or now >= deadline:
                     self.teardown()
                     say(f"timed out after {self.options.timeout:g} s "
@@ -353,13 +361,10 @@ class Launcher:
 
     def teardown(self, quiet=True):
         """Stops every task still running: SIGTERM, then SIGKILL if need be.
-
         Unless the job succeeded, what the stopped tasks print while dying
-        (lost connections, mostly) goes to their logs only.
-        """
-        if quiet:
-            with self.print_lock:
-                self.streaming = False
+        (lost connections, mostly) goes to their logs only."""
+        if quiet:  # no lock: a reader may hold it, stuck on a stalled stdout
+            self.streaming = False
         # Each task's reader reaps it, once it and its process group have
         # ended: so that a pid is never signalled after it is reaped (and
         # may be another process's), only the readers wait for the tasks.

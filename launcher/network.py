@@ -151,10 +151,12 @@ def run_inside(mode, argv, timeout):
     ended = os.pidfd_open(inner.pid)
     killer = threading.Timer(FORWARD_GRACE_S, kill_group, args=(inner.pid,))
     killer.daemon = True
+    killer.started = False
 
     def forward(signum, frame):
         kill_group(inner.pid, signum)
-        if not killer.is_alive():
+        if not killer.started:  # a Timer runs once, however many signals
+            killer.started = True
             killer.start()
 
     signal.signal(signal.SIGINT, forward)
