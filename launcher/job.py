@@ -315,6 +315,8 @@ class Launcher:
                 self.read(task)
                 continue
             if code != 0:
+                for ps, (ps_code, _) in waiting.items():  # most likely the cause
+                    say(f"{ps.name} had {died(ps_code)} just before")
                 return self.fail(task, code)
             if task.job in awaited:
                 workers_left -= 1
