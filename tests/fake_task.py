@@ -37,12 +37,17 @@ listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 # Its own address: in --network hosts it exists only in the task's namespace.
 listener.bind((host, int(port)))
 listener.listen()
+child = "none"
 if args.child:
     subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
                       args.logdir])
+    # Read from this machine's /proc, as the pid below.
+    with open("/proc/thread-self/children") as stream:
+        child = stream.read().strip()
 # The pid this machine knows it by: the launcher's tasks run in a PID
 # namespace of their own, where getpid() gives another.
-print(f"ready pid={os.readlink('/proc/self')} port={port}", flush=True)
+print(f"ready pid={os.readlink('/proc/self')} port={port} child={child}",
+      flush=True)
 
 if args.mode == "ps_fails_last":
     # Each worker opens its pipe to the ps and holds it until it exits; the

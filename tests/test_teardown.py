@@ -68,12 +68,13 @@ def test_a_stopped_launcher_leaves_no_task_nor_child(mode, ending, run_dir):
     logdir = run_dir / "run"
     job = Running(launch(logdir, mode, "hang", "--workers", "1"))
     try:
-        tasks = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)", 30)[1])
-                 for name in ("ps:0", "worker:0")]
-        pids = processes_mentioning(str(logdir))
-        # Each task has started its child before it says it is ready.
-        children = [pid for pid in pids if parent_of(pid) in tasks]
-        assert set(tasks) <= set(pids) and len(children) == len(tasks), pids
+        ready = [job.wait_for_line(
+            rf"\[{name}\] ready pid=(\d+) .* child=(\d+)$", 30).groups()
+            for name in ("ps:0", "worker:0")]
+        # Each task, and the child it started before it said it was ready.
+        assert all(parent_of(int(child)) == int(task) for task, child in ready)
+        pids = sorted({int(pid) for pair in ready for pid in pair}
+                      | set(processes_mentioning(str(logdir))))  # + launchers
         assert job.process.pid in pids
         if ending == "SIGTERM":
             job.process.send_signal(signal.SIGTERM)
