@@ -7,7 +7,7 @@ session, clean shutdown. It prints where each variable was placed, and it
 writes out in plain TensorFlow the start/stop protocol (shared queues on the
 ps) that the other examples call from guide/distributed/protocol.py.
 
-Topology: 1 ps + 1 worker by default (more work too); asynchronous.
+Topology: 1 ps + 1 worker by default (more workers or ps work too); asynchronous.
 
 Run:  bash run.sh                          # or: bash run.sh --workers 2
 By hand, one shell per task (TF_CONFIG works too, see README.md):

@@ -122,7 +122,7 @@ def main():
                 session, logdir, settings, "hogwild", classifier, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step)
-    # Distributed: tell the ps this worker is done, so that it can exit.
+    # Distributed: tell every ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 
 

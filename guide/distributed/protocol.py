@@ -3,7 +3,8 @@
 TensorFlow's parameter servers never return from `server.join()`, and its
 non-chief workers poll for the chief every 30 seconds. Three pairs of
 blocking queue operations on the parameter servers replace both:
-`announce_chief_ready` / `wait_for_chief`, `report_training_finished` /
+`announce_chief_ready` / `wait_for_chief` (the examples' workers wait
+through `recovery.Resume`'s scaffold instead), `report_training_finished` /
 `wait_for_workers_to_finish`, `signal_done` / `serve_until_workers_done`.
 Every signal is a state, not a message used up: a queue that holds a token
 once it is given, read by `peek`, so a task that starts late or again reads
