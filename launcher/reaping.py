@@ -28,6 +28,8 @@ from .network import kill_group, libc
 CLONE_NEWPID = 0x20000000
 # How long starting a process may take (a fork and an exec).
 START_DEADLINE_S = 60.0
+
+
 class JobNamespace:
     """A PID namespace for the processes this launcher starts through
     `run()`, held open by its init (see above); `end()` ends every process
