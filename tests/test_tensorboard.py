@@ -135,3 +135,24 @@ def test_board_without_runs_says_how_to_make_one(tmp_path):
     result = run([PYTHON, "guide/board.py", "--root", str(tmp_path)], timeout=60)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "make demo" in result.stderr
+
+
+@pytest.mark.parametrize("steps, lines", [(3, 0), (12, 1)])
+def test_progress_hook_writes_loss_and_rate_however_few_its_steps(
+        tmp_path, capsys, steps, lines):
+    """A chief the other workers leave fewer local steps than one progress
+    line still writes its loss and rate, once, at the end."""
+    import tensorflow as tf
+
+    from guide.training import report
+    with tf.Graph().as_default():
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        step = global_step.assign_add(1)
+        hook = report.ProgressHook(global_step, tf.constant(0.5), 10,
+                                   examples_per_step=100,
+                                   summary_dir=str(tmp_path))
+        with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
+            for _ in range(steps):
+                session.run(step)
+    assert capsys.readouterr().out.count("examples/s") == lines
+    assert {"loss", "examples_per_sec"} <= event_tags(tmp_path)

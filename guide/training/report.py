@@ -31,7 +31,6 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         self._local_step = 0
         self._last = None
         self._latest = None
-        self._wrote = False
 
     def after_create_session(self, session, coord):
         self._last = (session.run(self._fetches["global_step"]),
@@ -48,11 +47,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
             return
         step, loss = (run_values.results["global_step"],
                       run_values.results["loss"])
-        self._wrote = bool(self._summary_dir)
-        last_step, last_time = self._last
-        now = time.perf_counter()
-        rate = (step - last_step) * self._examples_per_step / max(now - last_time, 1e-9)
-        self._last = (step, now)
+        rate = self._rate_since_last(step)
         print(f"global_step {step} loss {loss:.4f} examples/s {rate:.0f} "
               f"(local step {self._local_step})", flush=True)
         if self._summary_dir:
@@ -64,16 +59,25 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                     scalars.update(source.scalars(value))
             write_scalars(self._summary_dir, step, scalars)
 
+    def _rate_since_last(self, step):
+        """The job's examples/s since the last progress line (or the start),
+        which this one becomes."""
+        last_step, last_time = self._last
+        now = time.perf_counter()
+        self._last = (step, now)
+        return (step - last_step) * self._examples_per_step / max(
+            now - last_time, 1e-9)
+
     def end(self, session):
-        """A chief that the other workers left few steps to write at least
-        its last loss and rate, so that every run has both in TensorBoard."""
-        if self._summary_dir and not self._wrote and self._latest:
+        """A chief that the other workers left fewer local steps than one
+        progress line's writes its last loss and rate now, so that every
+        run has both in TensorBoard."""
+        if (self._summary_dir and self._latest
+                and self._local_step < self._every_n_steps):
             step, loss = self._latest["global_step"], self._latest["loss"]
-            last_step, last_time = self._last
-            rate = (step - last_step) * self._examples_per_step / max(
-                time.perf_counter() - last_time, 1e-9)
             write_scalars(self._summary_dir, step,
-                          {"loss": loss, "examples_per_sec": rate})
+                          {"loss": loss, "examples_per_sec":
+                           self._rate_since_last(step)})
 
 
 # Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
