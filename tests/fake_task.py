@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
@@ -30,13 +31,30 @@ def make_pipe(path):
         pass
 
 
+def wait_for_every_ps(addresses, limit_s=30.0):
+    """Like a real worker, starts only once every ps listens; so a job
+    never ends before each ps has said it is ready."""
+    deadline = time.monotonic() + limit_s
+    for address in addresses:
+        ps_host, ps_port = address.rsplit(":", 1)
+        while True:
+            try:
+                socket.create_connection((ps_host, int(ps_port)), 1.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sys.exit(f"fake_task.py: no ps listened at {address}")
+                time.sleep(0.05)  # polling a port: nothing to wait on
+
+
 config = json.loads(os.environ["TF_CONFIG"])
 job, index = config["task"]["type"], config["task"]["index"]
 host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 # Its own address: in --network hosts it exists only in the task's namespace.
 listener.bind((host, int(port)))
-listener.listen()
+if job != "ps":
+    listener.listen()
 child = "none"
 if args.child:
     subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
@@ -48,6 +66,10 @@ if args.child:
 # namespace of their own, where getpid() gives another.
 print(f"ready pid={os.readlink('/proc/self')} port={port} child={child}",
       flush=True)
+if job == "ps":
+    listener.listen()  # only now, so a worker that reached it saw "ready"
+else:
+    wait_for_every_ps(config["cluster"].get("ps", []))
 
 if args.mode == "ps_fails_last":
     # Each worker opens its pipe to the ps and holds it until it exits; the
