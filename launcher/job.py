@@ -64,6 +64,7 @@ from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
 from .options import (
     LaunchError,
     check_tensorflow,
+    fetch_data,
     gpu_for,
     layout,
     logdir_of,
@@ -416,6 +417,7 @@ def main(argv):
         check_tensorflow()
         fork = fork_mode(os.environ.get(PRELOAD))
         logdirs.make(logdir, os.path.join(logdir, "logs"))
+        fetch_data(full_args)
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),

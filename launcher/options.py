@@ -1,7 +1,7 @@
 """The launcher's inputs, and what it works out before starting a task:
 its command line, the memory check, the --logdir it uses, free ports and
 GPUs. Nothing here starts or stops a process: that is job.py's alone.
-Standard library only.
+Standard library only, as is the download it calls.
 """
 
 import argparse
@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from guide.training import download
 
 from . import PROG, network
 
@@ -175,6 +177,31 @@ def logdir_of(script, script_args):
     logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
                           f"{stamp}-{os.getpid()}")
     return logdir, script_args + ["--logdir", logdir]
+
+
+def data_set_of(script_args):
+    """The --dataset and --data_dir the tasks will get, last one winning,
+    as the scripts' own parsers take them."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--dataset")
+    parser.add_argument("--data_dir")
+    known, _ = parser.parse_known_args(script_args)
+    return known.dataset, known.data_dir
+
+
+def fetch_data(script_args):
+    """Fetches the real data set the tasks will read, once, before any task
+    starts and before the job's namespace exists: in a private network the
+    tasks have no route out, and one download beats one per task."""
+    name, data_dir = data_set_of(script_args)
+    if name not in download.FILES or data_dir or download.is_cached(name):
+        return
+    print(f"[launch] downloading {download.TITLE[name]} into "
+          f"{download.cache_folder()}", flush=True)
+    try:
+        download.fetch(name)
+    except download.FetchError as error:
+        raise LaunchError(str(error)) from None
 
 
 def visible_gpus():

@@ -19,6 +19,8 @@ parser.add_argument("--mode", default="ok",
                              "ps_fails_last"))
 parser.add_argument("--logdir")
 parser.add_argument("--child", action="store_true")
+parser.add_argument("--dataset")  # taken, as the examples take them, and unused
+parser.add_argument("--data_dir")
 args = parser.parse_args()
 
 

@@ -1,12 +1,15 @@
 """The data: synthetic generation, MNIST from local files, sharding, batches."""
 
 import gzip
+import hashlib
+import os
+import shutil
 import zipfile
 
 import numpy as np
 import pytest
 
-from guide.training import data
+from guide.training import data, download
 from guide.training.flags import UsageError
 
 
@@ -145,7 +148,7 @@ def test_fashion_mnist_from_the_keras_cache(tmp_path, monkeypatch):
     folder.mkdir(parents=True)
     arrays = fake_mnist(seed=5)
     write_idx_fixture(folder, arrays)
-    monkeypatch.setattr(data, "keras_loader", forbidden_download)
+    monkeypatch.setattr(download, "fetch", forbidden_download)
     dataset = data.load("fashion_mnist")
     assert np.array_equal(dataset.train_labels, arrays[1])
 
@@ -156,55 +159,72 @@ def test_mnist_npz_from_the_keras_cache(tmp_path, monkeypatch):
     arrays = fake_mnist(seed=6)
     np.savez(tmp_path / "datasets" / "mnist.npz", x_train=arrays[0],
              y_train=arrays[1], x_test=arrays[2], y_test=arrays[3])
-    monkeypatch.setattr(data, "keras_loader", forbidden_download)
+    monkeypatch.setattr(download, "fetch", forbidden_download)
     assert np.array_equal(data.real("mnist").test_labels, arrays[3])
 
 
-def forbidden_download(name):
-    raise AssertionError(f"{name} was downloaded although it is cached")
+def forbidden_download(*args):
+    raise AssertionError(f"{args[0]} was downloaded although it is cached")
+
+
+def mirror_of(folder, name, arrays, monkeypatch):
+    """A mirror in `folder` holding `arrays` as `name`'s files, with the
+    published hashes replaced by theirs (the real ones fit only the real
+    data sets)."""
+    folder.mkdir()
+    if name == "mnist":
+        np.savez(folder / "mnist.npz", x_train=arrays[0], y_train=arrays[1],
+                 x_test=arrays[2], y_test=arrays[3])
+    else:
+        write_idx_fixture(folder, arrays)
+    files = [(path, "sha256", hashlib.sha256(
+        (folder / os.path.basename(path)).read_bytes()).hexdigest())
+        for path, _, _ in download.FILES[name]]
+    monkeypatch.setitem(download.FILES, name, files)
+    monkeypatch.setenv(download.MIRROR, str(folder))
 
 
 @pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
-def test_download_through_keras_when_nothing_is_cached(tmp_path, monkeypatch,
-                                                       name):
-    """With nothing cached, Keras's own loader is asked (here a fake that
-    caches like Keras does), and a second load reads the cache."""
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+def test_download_when_nothing_is_cached(tmp_path, monkeypatch, name):
+    """With nothing cached, the files are fetched, checked, and renamed into
+    Keras's cache, where a second load finds them with the mirror gone."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))
     arrays = fake_mnist(seed=7)
-    calls = []
-
-    def fake_keras_loader(asked):
-        def load_data():
-            calls.append(asked)
-            cache = tmp_path / "datasets"
-            if asked == "mnist":
-                np.savez(cache / "mnist.npz", x_train=arrays[0],
-                         y_train=arrays[1], x_test=arrays[2], y_test=arrays[3])
-            else:
-                (cache / "fashion-mnist").mkdir()
-                write_idx_fixture(cache / "fashion-mnist", arrays)
-            return (arrays[0], arrays[1]), (arrays[2], arrays[3])
-        return load_data
-
-    monkeypatch.setattr(data, "keras_loader", fake_keras_loader)
+    mirror_of(tmp_path / "mirror", name, arrays, monkeypatch)
     first = data.real(name)
+    shutil.rmtree(tmp_path / "mirror")
     again = data.real(name)
-    assert calls == [name]
     assert np.array_equal(first.train_labels, arrays[1])
     assert np.array_equal(first.test_images, again.test_images)
+    cached = [path for path in (tmp_path / "home").rglob("*") if path.is_file()]
+    assert not [path for path in cached if path.name.endswith(".part")]
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda path: path.write_bytes(path.read_bytes()[:-1]),
+     "does not have the published sha256"),
+    (lambda path: path.write_bytes(bytes(download.MAX_BYTES + 1)),
+     "sent more than"),
+], ids=["wrong-hash", "too-big"])
+def test_a_wrong_download_is_refused_and_nothing_is_kept(tmp_path, monkeypatch,
+                                                         damage, words):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))
+    mirror_of(tmp_path / "mirror", "fashion_mnist", fake_mnist(seed=8),
+              monkeypatch)
+    damage(tmp_path / "mirror" / "t10k-images-idx3-ubyte.gz")
+    with pytest.raises(UsageError, match=words) as error:
+        data.real("fashion_mnist")
+    assert "\n" not in str(error.value)
+    kept = sorted(path.name for path in (tmp_path / "home").rglob("*.gz"))
+    # What came before the bad file stays; the bad one, and any partial, not.
+    assert kept == ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]
+    assert not list((tmp_path / "home").rglob("*.part"))
 
 
 def test_offline_with_nothing_cached_names_the_folder_and_flag(tmp_path,
                                                                monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
-
-    def offline(name):
-        def load_data():
-            raise OSError("URL fetch failure on https://example.invalid: "
-                          "[Errno -3] Temporary failure in name resolution")
-        return load_data
-
-    monkeypatch.setattr(data, "keras_loader", offline)
+    monkeypatch.setenv(download.MIRROR, str(tmp_path / "no-such-mirror"))
     with pytest.raises(UsageError) as error:
         data.real("fashion_mnist")
     message = str(error.value)

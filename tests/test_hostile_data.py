@@ -15,7 +15,7 @@ import zlib
 import numpy as np
 import pytest
 
-from guide.training import data
+from guide.training import data, download
 from guide.training.flags import UsageError
 from test_data import fake_mnist, forbidden_download, write_idx_fixture
 
@@ -227,7 +227,7 @@ def test_a_hostile_file_in_the_keras_cache_is_to_be_deleted(tmp_path,
     (tmp_path / "datasets").mkdir()
     npz_with(tmp_path / "datasets", x_train=stored(
         "x_train", npy_bytes(shape=(10**9, 28, 28))))
-    monkeypatch.setattr(data, "keras_loader", forbidden_download)
+    monkeypatch.setattr(download, "fetch", forbidden_download)
     with pytest.raises(UsageError, match="; delete it to download a fresh copy$"):
         data.real("mnist")
 

@@ -1,8 +1,11 @@
 """The launcher's contract, with a fake task that needs no TensorFlow."""
 
+import functools
+import http.server
 import os
 import re
 import signal
+import threading
 
 import pytest
 
@@ -10,6 +13,7 @@ from conftest import (
     LAUNCHER,
     REPO,
     Running,
+    env_without_tf_config,
     processes_mentioning,
     run,
     run_together,
@@ -297,3 +301,46 @@ def test_forked_tasks_have_their_own_session_name_stdin_and_host(path, run_dir):
         job.kill()
     assert code == 143, output
     assert len(namespaces) == (3 if hosts else 1)  # --network hosts: one each
+
+
+@pytest.fixture
+def web_mirror(tmp_path):
+    """An HTTP server on this machine's loopback, serving a folder: a task in
+    the job's private network cannot reach it, only the launcher can."""
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def test_the_data_is_fetched_before_any_task_starts(run_dir, tmp_path, web_mirror):
+    """The launcher fetches from outside the job's network, before any task
+    exists; here the file it gets is not MNIST's, so it stops in one line."""
+    folder, url = web_mirror
+    (folder / "mnist.npz").write_bytes(b"not the data set")
+    env = {**env_without_tf_config(), "KERAS_HOME": str(tmp_path / "home"),
+           "DATA_MIRROR": url}
+    result = run(launch(run_dir, "--ps", "1", "--workers", "2") +
+                 ["--dataset", "mnist"], timeout=60, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1 and "does not have the published sha256" in errors[0]
+    assert "ready" not in result.stdout  # no task was started
+    assert not list((tmp_path / "home").rglob("*.npz*"))
+
+
+def test_no_fetch_when_the_data_comes_from_data_dir(run_dir, tmp_path):
+    env = {**env_without_tf_config(), "KERAS_HOME": str(tmp_path / "home"),
+           "DATA_MIRROR": str(tmp_path / "no-such-mirror")}
+    result = run(launch(run_dir, "--ps", "1", "--workers", "1") +
+                 ["--dataset", "mnist", "--data_dir", str(tmp_path)],
+                 timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "downloading" not in result.stdout

@@ -192,4 +192,5 @@ def test_every_tf_gradients_call_is_gated(script):
                     and isinstance(keyword.value, ast.Constant)
                     and keyword.value.value is True
                     for keyword in node.keywords)]
-    assert not ungated, "tf.gradients without gate_gradients=True: " + ", ".join(ungated)
+    assert not ungated, ("tf.gradients without gate_gradients=True: "
+                         + ", ".join(ungated))

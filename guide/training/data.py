@@ -7,7 +7,8 @@ at first and then levels off, as it does on MNIST.
 
 `--dataset mnist` and `--dataset fashion_mnist` are the real data sets, from
 `--data_dir` (the four IDX `.gz` files, or for MNIST Keras's `.npz`), else the
-Keras cache (`~/.keras/datasets/`), else downloaded by Keras's own loader.
+Keras cache (`~/.keras/datasets/`), else downloaded into it and checked
+against the published hashes (download.py).
 A damaged or hostile file is refused in one line that names it: every size
 a file claims is checked against MNIST's (at most 70,000 28x28 images) and
 the file before memory is allocated, and nothing is inflated past its claim.
@@ -23,6 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from guide.training import download
 from guide.training.flags import UsageError
 
 IMAGE_SIZE = 28 * 28
@@ -38,7 +40,7 @@ MNIST_NPZ = "mnist.npz"
 REAL_DATASETS = ("mnist", "fashion_mnist")
 # Where Keras's loaders cache each data set, under ~/.keras/datasets/.
 KERAS_CACHE_ENTRY = {"mnist": MNIST_NPZ, "fashion_mnist": "fashion-mnist"}
-TITLE = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+TITLE = download.TITLE
 # What reading a damaged file raises: a cut or corrupt stream or archive, an
 # unreadable file; in a .npz, a bad header, missing array or encrypted member.
 DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile, ValueError,
@@ -109,9 +111,7 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
 
 def keras_cache():
     """$KERAS_HOME/datasets (default ~/.keras/datasets): Keras's cache."""
-    home = os.environ.get("KERAS_HOME") or os.path.join(
-        os.path.expanduser("~"), ".keras")
-    return os.path.join(home, "datasets")
+    return download.cache_folder()
 
 
 def real(name, data_dir=None):
@@ -128,13 +128,6 @@ def real(name, data_dir=None):
     if cached is not None:
         return cached
     return _download(name, cache)
-
-
-def keras_loader(name):
-    """Keras's loader: downloads into its cache, returns the arrays."""
-    import tensorflow as tf  # only here: nothing else in this module needs it
-
-    return getattr(tf.keras.datasets, name).load_data
 
 
 def _expected_files(name):
@@ -163,39 +156,12 @@ def _read_cache(name, cache):
 
 
 def _download(name, cache):
-    """Downloads through Keras's loader, one task at a time: the others
-    wait on a lock file, then read what the first one cached."""
-    import fcntl
-
-    lock_path = os.path.join(cache, f".{name}.lock")
+    """Fetches the data set into the cache (see download.py), then reads it."""
     try:
-        os.makedirs(cache, exist_ok=True)
-        lock = open(lock_path, "a")
-    except OSError:
-        lock = None  # a read-only home: Keras falls back to a cache of its own
-    try:
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            cached = _read_cache(name, cache)
-            if cached is not None:
-                return cached
-        try:
-            (train_images, train_labels), (test_images, test_labels) = \
-                keras_loader(name)()
-        except Exception as error:  # any failure means: not to be had here
-            folder = cache if name == "mnist" else os.path.join(
-                cache, KERAS_CACHE_ENTRY[name])
-            raise UsageError(
-                f"{TITLE[name]} is not in {cache} and could not be downloaded "
-                f"({_first_line(error)}); put {_expected_files(name)} in "
-                f"{folder}, or pass --data_dir with the folder that holds "
-                f"them") from None
-    finally:
-        if lock is not None:
-            lock.close()
-    source = f"{TITLE[name]} as downloaded by Keras"
-    return _checked((train_images, source), (train_labels, source),
-                    (test_images, source), (test_labels, source))
+        download.fetch(name, cache)
+    except download.FetchError as error:
+        raise UsageError(str(error)) from None
+    return _read_cache(name, cache)
 
 
 def _read_npz(path):
