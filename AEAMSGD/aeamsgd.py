@@ -118,8 +118,7 @@ def main():
 
         # Distributed: a Nesterov step on this worker's copy θ only, not the centre:
         # v ← δ v − η g(θ + δ v), θ ← θ + v; keep the loss.
-        gradients = tf.gradients(  # gated: no update starts while a gradient reads θ
-            classifier.loss, local.variables, gate_gradients=True)
+        gradients = tf.gradients(classifier.loss, local.variables)
         new_velocity = [args.momentum * speed - args.learning_rate * gradient
                         for speed, gradient in zip(velocity, gradients)]
         local_step = tf.group(

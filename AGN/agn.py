@@ -95,8 +95,7 @@ def main():
         tf.compat.v1.summary.scalar("loss", last_loss)
 
         # Distributed: a local step θ ← θ − η g, and a ← a − η g; no ps traffic.
-        gradients = tf.gradients(  # gated: no update starts while a gradient reads θ
-            classifier.loss, local.variables, gate_gradients=True)
+        gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
             optimizer.apply_gradients(zip(gradients, local.variables)),

@@ -197,9 +197,7 @@ def towers(args, logdir, gpus):
         with tf.device(device):
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=labels, logits=classifier.mlp.logits(images)))
-            # Gated: no update starts while a gradient still reads θ.
-            tower_gradients.append(tf.gradients(
-                loss, classifier.mlp.variables, gate_gradients=True))
+            tower_gradients.append(tf.gradients(loss, classifier.mlp.variables))
     # Distributed: apply the towers' mean gradient once, on the CPU.
     with tf.device("/device:CPU:0"):
         mean_gradients = [tf.add_n(list(grads)) / count

@@ -174,23 +174,3 @@ def test_sections_come_in_the_baselines_order(script):
     assert titles and all(title in SECTIONS for title in titles), titles
     order = [SECTIONS.index(title) for title in titles]
     assert order == sorted(order), titles
-
-
-@pytest.mark.parametrize("script", SCRIPTS + ["Non-Distributed_Setup.py"])
-def test_every_tf_gradients_call_is_gated(script):
-    """Ungated, tf.gradients lets a variable's update start while another
-    gradient still reads that variable, and the step's result depends on the
-    threads' timing (optimizer.minimize gates by default)."""
-    with open(os.path.join(REPO, script)) as stream:
-        tree = ast.parse(stream.read())
-    ungated = [
-        f"{script}:{node.lineno}" for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "gradients"
-        and isinstance(node.func.value, ast.Name) and node.func.value.id == "tf"
-        and not any(keyword.arg == "gate_gradients"
-                    and isinstance(keyword.value, ast.Constant)
-                    and keyword.value.value is True
-                    for keyword in node.keywords)]
-    assert not ungated, ("tf.gradients without gate_gradients=True: "
-                         + ", ".join(ungated))
