@@ -6,8 +6,10 @@
 For each example folder, into DIR (default: this folder):
 - <example>.yaml: a Kubeflow TFJob, after the NetworkPolicy that lets only
   the job's own pods reach its port (the operator gives every pod TF_CONFIG);
+- jobset/<example>.yaml: the same job as a JobSet, after its NetworkPolicy
+  (jobset_tf_config.py builds each pod's TF_CONFIG);
 - volumes/<example>.yaml: the PersistentVolumeClaim that the chief and the
-  evaluator share, created once and kept after the job.
+  evaluator of either share, created once and kept after the job.
 Every pod runs the example's script in the image kubernetes/Dockerfile
 builds, with the tasks its run.sh starts. Edit the table in
 guide/examples.py (or the rules below), not the YAML, then run this again;
@@ -27,6 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+import jobset_tf_config  # noqa: E402 - the env vars its entrypoint reads
+
 from guide import examples  # noqa: E402 - the table of every example
 
 IMAGE = "distributed-tensorflow-guide"
@@ -36,9 +40,10 @@ PORT = 2222
 LOGDIR = "/logdir"
 # The Dockerfile's user, by number, so that runAsNonRoot can check it.
 USER_ID = 1000
-# Restarts, in all, before the job counts as failed (as run.sh's
-# --max_restarts).
+# Restarts before the job counts as failed: a TFJob's, in all (as run.sh's
+# --max_restarts); a JobSet's, per Job (pods replaced), then per JobSet.
 RESTARTS = 3
+JOBSET_RESTARTS = 2
 # A run with the defaults takes minutes; past this, one is stuck.
 DEADLINE_S = 3600
 # A task peaks at 775 MiB resident (launcher/options.py), MNIST's arrays
@@ -49,6 +54,15 @@ GPU_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": 1},
                  "limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}}
 # The checkpoints (under a megabyte each, five kept), events and results.
 CLAIM_SIZE = "1Gi"
+ENTRYPOINT = "/app/kubernetes/jobset_tf_config.py"
+# Exit code 2 (bad input) fails the Job at once, which the JobSet's
+# BadInput rule turns into a failed JobSet; a pod evicted or preempted is
+# replaced without counting as a failure.
+POD_FAILURE_POLICY = {"rules": [
+    {"action": "FailJob", "onExitCodes": {
+        "containerName": "tensorflow", "operator": "In", "values": [2]}},
+    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+]}
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker",
                  "evaluator": "Evaluator"}
 
@@ -164,6 +178,61 @@ def tfjob(example, images):
     }]
 
 
+def jobset(example, images):
+    name = example.folder.lower()
+    job_label = {"jobset.sigs.k8s.io/jobset-name": name}
+    chief_labels = {**job_label, "jobset.sigs.k8s.io/replicatedjob-name": "chief"}
+    env = [
+        {"name": "TF_TASK_COUNTS", "value": ",".join(
+            f"{role.task_type}={role.count}" for role in roles(example))},
+        {"name": "TF_PORT", "value": str(PORT)},
+        {"name": "TF_CHIEF_IS_WORKER_0",
+         "value": "false" if example.coordinator else "true"},
+    ] + [{"name": variable, "valueFrom": {"fieldRef": {
+        "fieldPath": f"metadata.labels['{label}']"}}}
+        for variable, label in jobset_tf_config.LABELS.items()]
+    replicated_jobs = []
+    for role in roles(example):
+        pod = pod_spec(example, role, images,
+                       ["python", ENTRYPOINT, "python", example.script],
+                       "tf-server", env, chief_labels)
+        # A failed pod is replaced under the same host name (podFailurePolicy
+        # needs Never rather than OnFailure).
+        pod = {"restartPolicy": "Never", **pod}
+        replicated_jobs.append({"name": role.task_type, "replicas": 1,
+                                "template": {"spec": {
+                                    "completionMode": "Indexed",
+                                    "completions": role.count,
+                                    "parallelism": role.count,
+                                    "backoffLimit": RESTARTS,
+                                    "activeDeadlineSeconds": DEADLINE_S,
+                                    "podFailurePolicy": POD_FAILURE_POLICY,
+                                    "template": {"spec": pod}}}})
+    return [network_policy(f"{name}-jobset", job_label), {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            # Each pod's host name, <name>-<role>-0-<index>.<name>, resolves
+            # before the pods are ready: what jobset_tf_config.py lists.
+            "network": {"enableDNSHostnames": True,
+                        "publishNotReadyAddresses": True},
+            # Done when the chief is, which waits for every worker (a ps
+            # ends once every worker has said it is done).
+            "successPolicy": {"operator": "All",
+                              "targetReplicatedJobs": ["chief"]},
+            "failurePolicy": {"maxRestarts": JOBSET_RESTARTS, "rules": [
+                # Exit code 2 (bad input) fails the same way every time.
+                {"name": "BadInput", "action": "FailJobSet",
+                 "onJobFailureReasons": ["PodFailurePolicy"]},
+                {"name": "PastDeadline", "action": "FailJobSet",
+                 "onJobFailureReasons": ["DeadlineExceeded"]}]},
+            "replicatedJobs": replicated_jobs,
+        },
+    }]
+
+
+
 def network_policy(name, job_labels):
     """Only the job's own pods may reach its port: a TensorFlow server takes
     anyone who connects as a member of the cluster."""
@@ -219,7 +288,7 @@ def render(documents):
 
 
 # Each kind of manifest: its folder under --out, and what writes it.
-KINDS = {"": tfjob, "volumes": lambda example, _: claim(example)}
+KINDS = {"": tfjob, "jobset": jobset, "volumes": lambda example, _: claim(example)}
 
 
 def main():
