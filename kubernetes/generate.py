@@ -81,8 +81,8 @@ class Role:
 
 
 def roles(example):
-    """One manifest per example folder, from guide/examples.py: the tasks
-    its run.sh starts, and
+    """The roles of an example's pods, from its row of guide/examples.py:
+    the tasks its run.sh starts, and
     - a chief of its own: ParameterServerStrategy's coordinator, or worker 0
       of a tf.compat.v1 example (which takes a "chief" in TF_CONFIG as
       worker 0), so that only it and the evaluator mount the claim;
