@@ -1,15 +1,17 @@
-"""Runs the pods of a TFJob manifest as processes on this machine, as the
-Kubeflow operator would run them: the container's command in its working
-directory, with exactly the TF_CONFIG the operator gives each pod, except
-that each pod's host name is replaced by the address of a network namespace
-of its own (as `launch.sh --network hosts` makes them).
+"""Runs the pods of a TFJob manifest (the TFJob in a file of kubernetes/)
+as processes on this machine, as the Kubeflow operator would run them: the
+container's command in its working directory, with exactly the TF_CONFIG
+the operator gives each pod, except that each pod's host name is replaced
+by the address of a network namespace of its own (as `launch.sh --network
+hosts` makes them).
 
     unshare --user --map-root-user --net python operator_job.py MANIFEST \\
         LOGDIR [FLAG...]
 
 FLAGs are added to every pod's command. Prints each pod's TF_CONFIG before
-it starts, and exits 0 once every pod has exited 0, else 1 after killing
-the rest. Must run in a network namespace of its own: it makes a bridge.
+it starts, and exits 0 once every pod but the ps has exited 0 (a ps still
+running then is stopped), else 1 after killing the rest. Must run in a
+network namespace of its own: it makes a bridge.
 With LAUNCH_PRELOAD_TENSORFLOW set to a fork server's socket (as the test
 suite sets it), that server forks each pod's script instead of a new
 Python running it.
@@ -58,21 +60,14 @@ def operator_tf_configs(manifest, namespace="default"):
             for kind, hosts in cluster.items() for index in range(len(hosts))}
 
 
-def main(manifest_path, logdir, extra):
-    with open(manifest_path) as stream:
-        manifest = yaml.safe_load(stream)
+def tfjob_pods(manifest, hosts, extra):
+    """[(pod, command, working directory, env)] of a TFJob's pods, each
+    TF_CONFIG's host names replaced by the addresses of `hosts`, pod k's
+    at hosts.host(k)."""
     configs = operator_tf_configs(manifest)
-    server = fork_mode(os.environ.get(PRELOAD))
-    if server == LAUNCHER:
-        server = None  # there is no launcher to fork from: a new Python each
-    hosts = network.Hosts(len(configs))
-    network.interface_up("lo")
-    pods = list(configs)
-    os.makedirs(logdir, exist_ok=True)
-    processes = {}
-    for number, pod in enumerate(pods):
-        tf_config = configs[pod]
-        for other_number, other in enumerate(pods):
+    pods = []
+    for pod, tf_config in configs.items():
+        for other_number, other in enumerate(configs):
             tf_config = tf_config.replace(f"{other}.default.svc",
                                           hosts.host(other_number))
         print(f"{pod} TF_CONFIG={tf_config}", flush=True)
@@ -83,15 +78,49 @@ def main(manifest_path, logdir, extra):
                          spec["template"]["spec"]["containers"]
                          if container["name"] == "tensorflow")
         command = container["command"] + container.get("args", []) + extra
-        if command[0] == "python":
-            command[0] = sys.executable
-        workdir = os.path.join(REPO, os.path.relpath(container["workingDir"], "/app"))
-        env = dict(os.environ, TF_CONFIG=tf_config, PYTHONUNBUFFERED="1")
+        pods.append((pod, local_command(command), local_path(
+            container["workingDir"]), {"TF_CONFIG": tf_config}))
+    return pods
+
+
+def local_path(path):
+    """The image's /app is this repository."""
+    return os.path.join(REPO, os.path.relpath(path, "/app"))
+
+
+def local_command(command):
+    """A container's command as this machine runs it: this Python, the
+    image's paths here."""
+    return [sys.executable if word == "python" else
+            local_path(word) if word.startswith("/app/") else word
+            for word in command]
+
+
+def run_pods(pods, hosts, logdir):
+    """Starts every pod of `pods` ([(name, command, working directory,
+    env)], command[0] a Python, env's TF_CONFIG the pod's), pod k in the
+    network namespace of hosts.namespace(k), its output in
+    LOGDIR/<name>.log; returns 0 once every pod but the ps has exited 0,
+    else 1 after killing the rest. A ps still running then is stopped, as
+    the launcher stops it: a forked ps waits to be, so that a worker still
+    closing its session with it is answered (launcher/forking.py)."""
+    server = fork_mode(os.environ.get(PRELOAD))
+    if server == LAUNCHER:
+        server = None  # there is no launcher to fork from: a new Python each
+    os.makedirs(logdir, exist_ok=True)
+    processes, awaited = {}, set()
+    for number, (pod, command, workdir, pod_env) in enumerate(pods):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **pod_env)
+        task = json.loads(env["TF_CONFIG"])["task"]
+        if task["type"] != "ps":
+            awaited.add(pod)
         with open(os.path.join(logdir, f"{pod}.log"), "w") as log:
             if server:
-                processes[pod] = Served(command[1:], env,
-                                        hosts.namespace(number), pod[-15:],
-                                        server, cwd=workdir, output=log.fileno())
+                # Named as the launcher names its tasks (ps:0, worker:1).
+                processes[pod] = Served(
+                    command[1:], env, hosts.namespace(number),
+                    f"{task['type']}:{task['index']}", server, cwd=workdir,
+                    output=log.fileno())
                 continue
             enter = hosts.enter(number)
             processes[pod] = subprocess.Popen(
@@ -101,16 +130,27 @@ def main(manifest_path, logdir, extra):
     # Readable once its pod has exited.
     running = {(process if server else os.pidfd_open(process.pid)): pod
                for pod, process in processes.items()}
-    while running:
+    code = 0
+    while awaited & set(running.values()) and code == 0:
         for handle in select.select(list(running), [], [])[0]:
             pod = running.pop(handle)
-            code = processes[pod].wait()
-            print(f"{pod} exited {code}", flush=True)
-            if code != 0:
-                for other in running.values():
-                    os.kill(processes[other].pid, signal.SIGKILL)
-                return 1
-    return 0
+            code = code or processes[pod].wait()
+            print(f"{pod} exited {processes[pod].wait()}", flush=True)
+    for pod in running.values():
+        os.kill(processes[pod].pid, signal.SIGKILL)
+        processes[pod].wait()
+        if code == 0:
+            print(f"{pod} stopped, every other pod done", flush=True)
+    return int(code != 0)
+
+
+def main(manifest_path, logdir, extra):
+    with open(manifest_path) as stream:
+        manifest = next(document for document in yaml.safe_load_all(stream)
+                        if document["kind"] == "TFJob")
+    hosts = network.Hosts(len(operator_tf_configs(manifest)))
+    network.interface_up("lo")
+    return run_pods(tfjob_pods(manifest, hosts, extra), hosts, logdir)
 
 
 if __name__ == "__main__":
