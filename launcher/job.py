@@ -43,7 +43,6 @@ task from itself; set to a fork server's socket, that server forks them
 are in options.py. Standard library only.
 """
 
-import collections
 import importlib
 import json
 import os
@@ -60,7 +59,7 @@ from guide.training import logdirs
 from guide.training.flags import UsageError
 
 from . import PROG, network, reaping
-from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
+from .forking import LAUNCHER, PRELOAD, fork_mode
 from .options import (
     LaunchError,
     check_tensorflow,
@@ -72,8 +71,8 @@ from .options import (
     task_count,
     visible_gpus,
 )
+from .task import Task
 
-LAST_LINES = 15
 STOP_GRACE_S = 5.0
 # `--help` shows the script's flags, from a Python given this long.
 HELP_TIMEOUT_S = 120
@@ -103,62 +102,6 @@ def show(line):
 
 def say(message):
     show(f"[launch] {message}")
-
-
-class Task:
-    """One child process, its log file and its last lines of output."""
-
-    def __init__(self, job, index, command, env, log_path, namespace=None,
-                 fork=None, processes=None):
-        self.name = f"{job}:{index}"
-        # None: a new Python; LAUNCHER: forked from this launcher; else the
-        # socket of the fork server that forks it (forking.py).
-        self.fork = fork
-        self.job = job
-        # `namespace`, if given, is the fd of the network namespace the task
-        # joins as it starts (--network hosts).
-        self.command, self.env, self.namespace = command, env, namespace
-        # The job's PID namespace (reaping.JobNamespace), if it has one.
-        self.processes = processes
-        self.log = open(log_path, "w", buffering=1)
-        self.last_lines = collections.deque(maxlen=LAST_LINES)
-        self.process = None
-        self.spawn()
-
-    def spawn(self):
-        """Starts the task's process (again, after a restart: same command,
-        same TF_CONFIG, same log file), in the job's PID namespace."""
-        if self.processes is None or self.fork not in (None, LAUNCHER):
-            self.start()
-        else:
-            self.processes.run(self.start)
-
-    def start(self):
-        if self.fork == LAUNCHER:
-            # Forked runs Python in the child by design (it is the point);
-            # the child replaces the streams a reader thread may hold.
-            self.process = Forked(self.command[1:], self.env,
-                                  network.entering(self.namespace), self.name)
-            return
-        if self.fork:
-            self.process = Served(self.command[1:], self.env, self.namespace,
-                                  self.name, self.fork)
-            return
-        # No preexec_fn: a restart happens while reader threads run, and a
-        # forked child must then run no Python before exec. The session is
-        # made by Popen's C code, the parent-death signal by an exec
-        # wrapper, and the namespace is this thread's while it forks.
-        with network.entered(self.namespace):
-            self.process = reaping.Spawned(
-                network.DIE_WITH_PARENT + self.command, env=self.env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop(self, sig):
-        """Signals the task's whole process group, if the task has not
-        exited (not reaped yet, its pid is still its own)."""
-        if not reaping.exited(self.process):
-            network.kill_group(self.process.pid, sig)
 
 
 class Launcher:

@@ -1,6 +1,7 @@
 """The launcher's inputs, and what it works out before starting a task:
 its command line, the memory check, the --logdir it uses, free ports and
-GPUs. Nothing here starts or stops a process: that is job.py's alone.
+GPUs. Nothing here starts or stops a process: that is job.py's and
+task.py's alone.
 Standard library only, as is the download it calls.
 """
 
