@@ -27,6 +27,9 @@ class Task:
         self.processes = processes
         self.log = open(log_path, "w", buffering=1)
         self.last_lines = collections.deque(maxlen=LAST_LINES)
+        # True while the launcher stops it to restart its group: what it
+        # says as it dies (lost peers, mostly) goes to its log only.
+        self.quiet = False
         self.process = None
         self.spawn()
 
