@@ -156,6 +156,9 @@ THROUGH_RUN_SH = [
      "has no ps; this example keeps its variables on a parameter server", True),
     ("negative-ps", "Hogwild", ["--ps", "-1"], "need --ps 0 or more, got --ps -1",
      False),
+    ("allreduce-with-a-ps", "Multi-Worker-Mirrored-Strategy", ["--ps", "1"],
+     "has a ps; this example keeps a copy of the variables on every worker",
+     True),
 ]
 
 
