@@ -46,7 +46,8 @@ def test_a_chief_entry_becomes_worker_0():
 def test_an_allreduce_cluster_has_workers_and_no_ps():
     """`ps=False`: a cluster of workers only (a chief as worker 0); a ps is
     refused, as the other examples refuse its absence."""
-    cluster = {"chief": ["c:1"], "worker": ["w:1"]}
+    # An empty list is no job: a TFJob with PS replicas 0 lists it so.
+    cluster = {"chief": ["c:1"], "ps": [], "worker": ["w:1"]}
     task = config.resolve_task(tf_config(cluster, "worker", 0), *cluster_flags(),
                                ps=False)
     assert task.cluster == {"worker": ["c:1", "w:1"]} and task.num_ps == 0

@@ -70,6 +70,8 @@ def _parse_tf_config(text, jobs):
                          f"set it to {TF_CONFIG_EXAMPLE}")
     cluster = {}
     for job, hosts in config["cluster"].items():
+        if hosts == []:
+            continue  # a job of no tasks, as a TFJob lists a replica type of 0
         if not isinstance(hosts, list) or not hosts \
                 or not all(isinstance(host, str) for host in hosts):
             raise UsageError(f"TF_CONFIG cluster {job!r} must be a non-empty "
