@@ -135,6 +135,17 @@ def main():
     # Distributed: go on with the minibatches the lost steps had not used yet.
     start_step = step = saved_step = int(global_step.numpy())
     batches.skip(start_step)
+    # Distributed: refuse to train if the workers resumed at different steps,
+    # which they do if they read different --logdir folders.
+    resumed_at = strategy.run(
+        lambda step: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.MEAN, step),
+        args=(tf.constant(start_step, tf.float64),))
+    if strategy.experimental_local_results(resumed_at)[0] != start_step:
+        raise flags.UsageError(
+            f"the workers resumed at different global steps (this one at "
+            f"{start_step}); give every worker the same --logdir, on storage "
+            f"they share, where the chief writes its checkpoints")
     # Distributed: only the chief tracks test accuracy and writes summaries.
     curve = report.AccuracyCurve(logdir, args.eval_every if task.is_chief else 0,
                                  global_batch)
