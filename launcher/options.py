@@ -42,7 +42,8 @@ ps (--ps 0) needs, where the workers' collectives cannot go on, nor take a
 new worker in, once one worker is gone: all resume together from the last
 checkpoint. It is what torchrun's `--max-restarts` does, which always
 restarts every worker of the group; without it, as Kubernetes does for a
-pod, only the task that failed is restarted.
+pod, only the task that failed is restarted. --ps 0 does not imply it: a job
+asks for it, as Multi-Worker-Mirrored-Strategy's run.sh does.
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
