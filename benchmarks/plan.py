@@ -12,7 +12,7 @@ sys.path.insert(0, REPO)
 # The examples, and how each scheme talks to the ps, which decides its flags
 # and how its communication rounds are counted.
 from guide import examples  # noqa: E402
-from guide.examples import SYNC, SYNC_WINDOW, WINDOW  # noqa: E402
+from guide.examples import ALLREDUCE, SYNC, SYNC_WINDOW, WINDOW  # noqa: E402
 from guide.training.flags import UsageError  # noqa: E402
 
 DESCRIPTION = ("Benchmark: every scheme on the same work, side by side with "
@@ -138,7 +138,7 @@ def complete(args, argv):
         if not os.path.isdir(args.data_dir):
             raise UsageError(f"--data_dir {args.data_dir} is not a folder; give "
                              f"the folder that holds the MNIST files")
-    if any(scheme.kind in (SYNC, SYNC_WINDOW) for scheme in args.schemes):
+    if any(scheme.kind in (SYNC, SYNC_WINDOW, ALLREDUCE) for scheme in args.schemes):
         # The synchronous schemes split the global batch among the workers.
         counts = {2} | set(args.sweep_workers)
         for batch in filter(None, (args.batch_size, args.large_batch)):
@@ -173,16 +173,22 @@ def default_workers(scheme):
     return scheme.towers or scheme.workers
 
 
+def main_ps(scheme):
+    """The ps tasks a scheme runs with but in the sweep: one, or none for an
+    allreduce."""
+    return 0 if scheme.kind == ALLREDUCE else 1
+
+
 def run_flags(scheme, workers, args, global_batch):
     """The flags that give `scheme` with `workers` workers the same work as
     the baseline: args.examples examples, updates of `global_batch`."""
     batch, flags = global_batch, []
-    if scheme.kind in (SYNC, SYNC_WINDOW):
+    if scheme.kind in (SYNC, SYNC_WINDOW, ALLREDUCE):
         batch = max(1, global_batch // workers)  # the global batch, split
     if scheme.kind in (WINDOW, SYNC_WINDOW):
         flags += ["--communication_window", str(args.window)]
     # What one global step stands for, in examples.
-    per_step = {SYNC: batch * workers,
+    per_step = {SYNC: batch * workers, ALLREDUCE: batch * workers,
                 SYNC_WINDOW: batch * workers * args.window}.get(scheme.kind, batch)
     steps = max(1, round(args.examples / per_step))
     flags += ["--train_steps", str(steps), "--batch_size", str(batch),
@@ -217,23 +223,24 @@ def plan(args):
     runs = []
     for scheme in args.schemes:
         workers = default_workers(scheme)
-        runs.append({"scheme": scheme, "workers": workers, "ps": 1,
+        runs.append({"scheme": scheme, "workers": workers, "ps": main_ps(scheme),
                      "batch": args.batch_size, "main": True,
                      "sweep": scheme.name in args.sweep_schemes
                      and workers in args.sweep_workers})
     for scheme in args.schemes:
         if scheme.name not in args.sweep_schemes:
             continue
-        for ps in (1, 2):
+        # An allreduce has no ps to sweep over.
+        for ps in (1, 2) if main_ps(scheme) else (0,):
             for workers in args.sweep_workers:
-                if (ps, workers) != (1, 2):  # that one is in the main table
+                if (ps, workers) != (main_ps(scheme), 2):  # in the main table
                     runs.append({"scheme": scheme, "workers": workers, "ps": ps,
                                  "batch": args.batch_size, "sweep": True})
     if args.large_batch:
         for scheme in args.schemes:
             if scheme.name in (BASELINE,) + BATCH_STUDY_SCHEMES:
                 runs.append({"scheme": scheme, "workers": default_workers(scheme),
-                             "ps": 1, "batch": args.large_batch,
+                             "ps": main_ps(scheme), "batch": args.large_batch,
                              "batch_study": True})
     return runs
 

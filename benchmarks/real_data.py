@@ -38,7 +38,7 @@ import plan  # noqa: E402
 import runner  # noqa: E402
 import write  # noqa: E402
 
-from guide.examples import SYNC, SYNC_WINDOW  # noqa: E402
+from guide.examples import ALLREDUCE, SYNC, SYNC_WINDOW  # noqa: E402
 from guide.training.flags import UsageError  # noqa: E402
 
 REPO = plan.REPO
@@ -46,8 +46,9 @@ TARGETS = (0.97, 0.98)
 EVALUATE_EVERY_EXAMPLES = 30_000
 WORKERS = 2
 # Examples in one global step, as a multiple of the batch: a synchronous step
-# takes one minibatch from each worker, SAGN's T from each (T = 4 by default).
-STEP_SIZE = {SYNC: WORKERS, SYNC_WINDOW: WORKERS * 4}
+# (or an allreduce) takes one minibatch from each worker, SAGN's T from each
+# (T = 4 by default).
+STEP_SIZE = {SYNC: WORKERS, ALLREDUCE: WORKERS, SYNC_WINDOW: WORKERS * 4}
 
 
 def make_parser():

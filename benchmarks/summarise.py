@@ -3,7 +3,7 @@ repeated runs, the ratios to the baseline, and the targets."""
 
 from plan import BASELINE
 
-from guide.examples import LOCAL, SYNC, SYNC_WINDOW, WINDOW
+from guide.examples import ALLREDUCE, LOCAL, SYNC, SYNC_WINDOW, WINDOW
 
 # The targets the schemes are held to, as ratios to the baseline.
 EVERY_STEP_TARGET = ("Hogwild", "Synchronous-SGD")
@@ -15,13 +15,16 @@ STARTUP_MAX_RATIO = 2.0
 
 def exchanges(scheme, result):
     """How many times a worker (or the coordinator) exchanged parameters or
-    updates with the ps: one pull and one push each."""
+    updates with the ps: one pull and one push each; with no ps, how many
+    times a worker took part in an allreduce."""
     if scheme.kind == LOCAL:
         return 0
     if scheme.kind in (WINDOW, SYNC_WINDOW):
         return sum(result["commits"])
     if scheme.kind == SYNC:
         return sum(result["gradients_computed"])
+    if scheme.kind == ALLREDUCE:
+        return result["global_step"] * result["workers"]
     return result["global_step"]  # one per minibatch
 
 

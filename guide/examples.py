@@ -13,10 +13,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # How a run talks to the ps, which decides how its steps and exchanges are
 # counted: not at all (LOCAL), each minibatch's gradient (EVERY_STEP), an
 # asynchronous commit per window of local steps (WINDOW), each update
-# averaging a gradient (SYNC) or a window's commit (SYNC_WINDOW) per worker.
-LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW = (
-    "local", "every step", "window", "sync", "sync window")
-KINDS = (LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW)
+# averaging a gradient (SYNC) or a window's commit (SYNC_WINDOW) per worker;
+# or, with no ps, each step summing a gradient per worker by an allreduce
+# (ALLREDUCE).
+LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW, ALLREDUCE = (
+    "local", "every step", "window", "sync", "sync window", "allreduce")
+KINDS = (LOCAL, EVERY_STEP, WINDOW, SYNC, SYNC_WINDOW, ALLREDUCE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +34,8 @@ class Example:
     kind: str
     # `RESULT algorithm=` and result.json's "algorithm".
     algorithm: str
-    # What run.sh asks the launcher for: ps tasks (0: no cluster, one process),
+    # What run.sh asks the launcher for: ps tasks (0: one process, or an
+    # allreduce cluster of workers only),
     # worker tasks (result.json's "workers"), a coordinator task (TensorFlow
     # 2's ParameterServerStrategy), a GPU per worker.
     ps: int = 1
@@ -60,13 +63,13 @@ class Example:
 
     @property
     def cluster(self):
-        """Whether it runs as ps and worker tasks through the launcher, and so
-        takes --ps and --workers."""
-        return self.ps > 0
+        """Whether it runs as ps and worker tasks (or, in an allreduce, worker
+        tasks only) through the launcher, and so takes --ps and --workers."""
+        return self.ps > 0 or self.kind == ALLREDUCE
 
     @property
     def synchronous(self):
-        return self.kind in (SYNC, SYNC_WINDOW)
+        return self.kind in (SYNC, SYNC_WINDOW, ALLREDUCE)
 
     def command(self, python=sys.executable):
         """How a user starts it from the repository's top."""
@@ -94,6 +97,9 @@ EXAMPLES = [
     Example("AEAMSGD", "AEAMSGD", "aeamsgd.py", "run.sh", WINDOW, "aeamsgd"),
     Example("Synchronous-SGD", "Synchronous-SGD", "synchronous_sgd.py", "run.sh",
             SYNC, "synchronous-sgd"),
+    Example("Multi-Worker-Mirrored-Strategy", "Multi-Worker-Mirrored-Strategy",
+            "multi_worker_mirrored_strategy.py", "run.sh", ALLREDUCE,
+            "multi-worker-mirrored-strategy", ps=0),
     Example("Synchronous-SGD-different-learning-rates",
             "Synchronous-SGD-different-learning-rates",
             "synchronous_sgd_different_learning_rates.py", "run.sh", SYNC,

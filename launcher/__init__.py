@@ -3,7 +3,8 @@ workers and any coordinator or evaluator, each a process with its own
 TF_CONFIG), streams their output and stops every task when the job ends.
 Every example's run.sh calls it through launch.sh, as `python -m launcher`.
 
-- job.py: the tasks and their supervision, and main();
+- job.py: the job's supervision, and main();
+- task.py: one task: its process, restarts, log and last lines;
 - options.py: the command line, the memory check, the --logdir, free ports
   and GPUs: what is worked out before any task starts;
 - network.py: the --network modes (a namespace per job or per task);

@@ -1,8 +1,8 @@
 """Runs one example as a whole cluster on this machine, and cleans up after it.
 
     bash launch.sh [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
-        [--max_restarts 0] [--timeout 600] [--ignore_memory_check] \
-        -- SCRIPT [FLAGS...]
+        [--max_restarts 0] [--restart_group] [--timeout 600] \
+        [--ignore_memory_check] -- SCRIPT [FLAGS...]
 
 (launch.sh picks the Python and runs `python -m launcher`.) Every example's
 run.sh is one call to this program. It
@@ -22,7 +22,8 @@ run.sh is one call to this program. It
   2), shows its error once, on stderr, and exits 2; with --max_restarts N, a
   task that dies or fails (other than with exit code 2) is instead started
   again with the same TF_CONFIG, its log continuing in the same file, up to
-  N restarts in all;
+  N restarts in all; with --restart_group, every other task but the
+  evaluator is stopped and started again with it (an allreduce job, --ps 0);
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
 
 By default the whole job runs in a network namespace of its own, so no
@@ -34,8 +35,8 @@ Each task runs in its own process group, killed as a group when the task
 ends, and every task, and whatever it started, runs in a PID namespace of
 the job's own that the kernel empties when the launcher dies, however it
 dies (reaping.py), so no process of the job outlives the launcher. --ps, --workers,
---timeout, --max_restarts, --coordinator, --evaluator, --network and
---ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
+--timeout, --max_restarts, --restart_group, --coordinator, --evaluator,
+--network and --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
 With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
 task from itself; set to a fork server's socket, that server forks them
@@ -43,7 +44,6 @@ task from itself; set to a fork server's socket, that server forks them
 are in options.py. Standard library only.
 """
 
-import collections
 import importlib
 import json
 import os
@@ -60,7 +60,7 @@ from guide.training import logdirs
 from guide.training.flags import UsageError
 
 from . import PROG, network, reaping
-from .forking import LAUNCHER, PRELOAD, Forked, Served, fork_mode
+from .forking import LAUNCHER, PRELOAD, fork_mode
 from .options import (
     LaunchError,
     check_tensorflow,
@@ -72,8 +72,8 @@ from .options import (
     task_count,
     visible_gpus,
 )
+from .task import Task
 
-LAST_LINES = 15
 STOP_GRACE_S = 5.0
 # `--help` shows the script's flags, from a Python given this long.
 HELP_TIMEOUT_S = 120
@@ -103,62 +103,6 @@ def show(line):
 
 def say(message):
     show(f"[launch] {message}")
-
-
-class Task:
-    """One child process, its log file and its last lines of output."""
-
-    def __init__(self, job, index, command, env, log_path, namespace=None,
-                 fork=None, processes=None):
-        self.name = f"{job}:{index}"
-        # None: a new Python; LAUNCHER: forked from this launcher; else the
-        # socket of the fork server that forks it (forking.py).
-        self.fork = fork
-        self.job = job
-        # `namespace`, if given, is the fd of the network namespace the task
-        # joins as it starts (--network hosts).
-        self.command, self.env, self.namespace = command, env, namespace
-        # The job's PID namespace (reaping.JobNamespace), if it has one.
-        self.processes = processes
-        self.log = open(log_path, "w", buffering=1)
-        self.last_lines = collections.deque(maxlen=LAST_LINES)
-        self.process = None
-        self.spawn()
-
-    def spawn(self):
-        """Starts the task's process (again, after a restart: same command,
-        same TF_CONFIG, same log file), in the job's PID namespace."""
-        if self.processes is None or self.fork not in (None, LAUNCHER):
-            self.start()
-        else:
-            self.processes.run(self.start)
-
-    def start(self):
-        if self.fork == LAUNCHER:
-            # Forked runs Python in the child by design (it is the point);
-            # the child replaces the streams a reader thread may hold.
-            self.process = Forked(self.command[1:], self.env,
-                                  network.entering(self.namespace), self.name)
-            return
-        if self.fork:
-            self.process = Served(self.command[1:], self.env, self.namespace,
-                                  self.name, self.fork)
-            return
-        # No preexec_fn: a restart happens while reader threads run, and a
-        # forked child must then run no Python before exec. The session is
-        # made by Popen's C code, the parent-death signal by an exec
-        # wrapper, and the namespace is this thread's while it forks.
-        with network.entered(self.namespace):
-            self.process = reaping.Spawned(
-                network.DIE_WITH_PARENT + self.command, env=self.env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop(self, sig):
-        """Signals the task's whole process group, if the task has not
-        exited (not reaped yet, its pid is still its own)."""
-        if not reaping.exited(self.process):
-            network.kill_group(self.process.pid, sig)
 
 
 class Launcher:
@@ -270,7 +214,7 @@ class Launcher:
                 # An error goes to stderr, where the user looks for it.
                 print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
                 return
-            if self.streaming:
+            if self.streaming and not task.quiet:
                 show(f"[{task.name}] {line}")
 
     def supervise(self):
@@ -279,6 +223,7 @@ class Launcher:
         awaited = ("worker", "chief", "evaluator")
         workers_left = sum(task.job in awaited for task in self.tasks)
         restarts = 0
+        finished = set()  # the tasks that exited 0
         # {ps task: (its exit code, until when)}: a ps that failed while
         # workers ran waits this long for them to finish before it counts.
         waiting = {}
@@ -293,10 +238,7 @@ class Launcher:
             except queue.Empty:
                 now = time.monotonic()  # the wait may have taken `left`
                 if not waiting or now >= deadline:
-                    self.teardown()
-                    say(f"timed out after {self.options.timeout:g} s "
-                        f"(--timeout); stopped every task")
-                    return EXIT_TIMEOUT
+                    return self.timed_out()
                 task = min(waiting, key=lambda ps: waiting[ps][1])
                 code = waiting.pop(task)[0]
             else:
@@ -307,18 +249,26 @@ class Launcher:
                     continue
             if code not in (0, 2) and restarts < self.options.max_restarts:
                 restarts += 1
-                how = died(code)
-                message = (f"{task.name} {how}; restarting it ({restarts} of "
-                           f"{self.options.max_restarts})")
+                what = ("the whole group" if self.options.restart_group
+                        else "it")
+                message = (f"{task.name} {died(code)}; restarting {what} "
+                           f"({restarts} of {self.options.max_restarts})")
                 say(message)
                 task.log.write(f"[launch] {message}\n")
-                task.spawn()
-                self.read(task)
+                group = [task]
+                if self.options.restart_group:
+                    group = self.stop_group(task, finished, waiting, deadline)
+                    if group is None:
+                        return self.timed_out()
+                for member in group:
+                    member.spawn()
+                    self.read(member)
                 continue
             if code != 0:
                 for ps, (ps_code, _) in waiting.items():  # most likely the cause
                     say(f"{ps.name} had {died(ps_code)} just before")
                 return self.fail(task, code)
+            finished.add(task)
             if task.job in awaited:
                 workers_left -= 1
         for task, (code, _) in waiting.items():
@@ -341,6 +291,52 @@ class Launcher:
             f"finished; "
             f"logs and results in {self.logdir}")
         return 0
+
+    def timed_out(self):
+        self.teardown()
+        say(f"timed out after {self.options.timeout:g} s (--timeout); "
+            f"stopped every task")
+        return EXIT_TIMEOUT
+
+    def stop_group(self, failed, finished, waiting, deadline):
+        """--restart_group: stops every task but the evaluator that is still
+        running, as `failed` is not, and waits (SIGTERM, then SIGKILL) until
+        each has exited; returns them with `failed`, the tasks to start again
+        (None if the job's `deadline` passed meanwhile). What other tasks
+        report meanwhile is kept for `supervise`."""
+        group = [task for task in self.tasks if task.job != "evaluator"
+                 and task not in finished]
+        running = {task for task in group if task is not failed
+                   and task not in waiting}
+        for task in group:
+            waiting.pop(task, None)  # a failed ps goes again with the rest
+        for task in running:
+            task.quiet = True
+            task.stop(signal.SIGTERM)
+        kill_at = time.monotonic() + STOP_GRACE_S
+        others = []
+        while running:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            try:
+                task, code = self.events.get(
+                    timeout=max(0.0, min(kill_at, deadline) - now))
+            except queue.Empty:
+                for task in running:
+                    task.stop(signal.SIGKILL)
+                kill_at = float("inf")
+                continue
+            if task in running:
+                running.remove(task)
+                task.log.write(f"[launch] restarted with {failed.name}\n")
+            else:
+                others.append((task, code))
+        for event in others:
+            self.events.put(event)
+        for task in group:
+            task.quiet = False
+        return group
 
     def report(self, task, code):
         if task not in self.reported:

@@ -1,6 +1,7 @@
 """The launcher's inputs, and what it works out before starting a task:
 its command line, the memory check, the --logdir it uses, free ports and
-GPUs. Nothing here starts or stops a process: that is job.py's alone.
+GPUs. Nothing here starts or stops a process: that is job.py's and
+task.py's alone.
 Standard library only, as is the download it calls.
 """
 
@@ -31,10 +32,18 @@ carries on from the ps (or from the last checkpoint if a ps was lost), a
 restarted ps gets the last checkpoint. This is what a TFJob's
 `restartPolicy: OnFailure` (or `ExitCode`, which retries exit codes of 128
 and more, i.e. deaths by signal) does for a pod, with N as its
-`runPolicy.backoffLimit`, and what torchrun's
-`--max-restarts` does, except that torchrun restarts every worker of the
-group while this restarts only the task that failed, as Kubernetes does.
+`runPolicy.backoffLimit`.
 With the default, 0, the first failure stops the whole job.
+
+--restart_group: a task that fails takes every other task of the job with it
+(the evaluator excepted): the launcher stops them all and starts them all
+again, and that counts as one restart. This is what an allreduce job with no
+ps (--ps 0) needs, where the workers' collectives cannot go on, nor take a
+new worker in, once one worker is gone: all resume together from the last
+checkpoint. It is what torchrun's `--max-restarts` does, which always
+restarts every worker of the group; without it, as Kubernetes does for a
+pod, only the task that failed is restarted. --ps 0 does not imply it: a job
+asks for it, as Multi-Worker-Mirrored-Strategy's run.sh does.
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
@@ -55,7 +64,8 @@ def parse_command_line(argv):
         description="Run an example as a local cluster.",
         epilog=RESTARTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ps", type=int, default=1,
-                        help="parameter-server tasks (default 1)")
+                        help="parameter-server tasks (default 1; 0 for an "
+                             "allreduce example, which has none)")
     parser.add_argument("--workers", type=int, default=2,
                         help="worker tasks (default 2)")
     parser.add_argument("--gpu_per_worker", action="store_true",
@@ -73,6 +83,10 @@ def parse_command_line(argv):
                         help="restart a task that dies or fails, up to this "
                              "many times in all (default 0: the first "
                              "failure stops the job); see below")
+    parser.add_argument("--restart_group", action="store_true",
+                        help="with --max_restarts, restart every task (but the "
+                             "evaluator) when one fails, not that task alone: "
+                             "for an allreduce job; see below")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the whole job is stopped "
                              "(default 600; inf for no limit)")
@@ -93,7 +107,7 @@ def parse_command_line(argv):
     if unknown:
         raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
                           f"--ps, --workers, --coordinator, --evaluator, "
-                          f"--max_restarts, --timeout and "
+                          f"--max_restarts, --restart_group, --timeout and "
                           f"--ignore_memory_check")
     if split + 1 >= len(argv):
         raise LaunchError("no script given after --")
@@ -106,10 +120,8 @@ def parse_command_line(argv):
                               f"through TF_CONFIG; use --ps and --workers "
                               f"here, or run the script by hand to choose "
                               f"hosts")
-    if options.ps < 1:
-        raise LaunchError(f"--ps {options.ps}: every example keeps its "
-                          f"variables on a parameter server; use --ps 1 or "
-                          f"more")
+    if options.ps < 0:
+        raise LaunchError(f"need --ps 0 or more, got --ps {options.ps}")
     if options.workers < 1:
         raise LaunchError(f"need --workers 1 or more, got --workers "
                           f"{options.workers}")

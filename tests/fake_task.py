@@ -16,7 +16,7 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
                     choices=("ok", "fail", "fail_once", "bad_input", "hang",
-                             "ps_fails_last"))
+                             "ps_fails_last", "group_fails_once"))
 parser.add_argument("--logdir")
 parser.add_argument("--child", action="store_true")
 parser.add_argument("--dataset")  # taken, as the examples take them, and unused
@@ -95,6 +95,16 @@ elif args.mode == "fail_once" and job == "worker" and index == 1 \
     open(os.path.join(args.logdir, "failed_once"), "w").close()
     print("worker 1 fails this once", flush=True)
     sys.exit(3)
+elif args.mode == "group_fails_once" and job == "worker":
+    # A worker's first life, before the launcher wrote a restart into its
+    # log: worker 1 fails, the others wait to be stopped. Then all finish.
+    with open(os.path.join(args.logdir, "logs", f"worker-{index}.log")) as log:
+        restarted = "[launch]" in log.read()
+    if not restarted and index == 1:
+        print("worker 1 fails this once", flush=True)
+        sys.exit(3)
+    if not restarted:
+        signal.pause()
 elif args.mode == "fail" and index == 1:
     print("worker 1 is about to fail", flush=True)
     sys.exit(3)

@@ -11,6 +11,10 @@ step passes a random point between 20% and 70% of --steps, one task is
 SIGKILLed by pid: any worker or ps 0 for the examples whose whole recovery
 is shown (Hogwild, DOWNPOUR, Synchronous-SGD), a worker for the others. A
 run survives when it exits 0 with the final global step at --steps or more.
+Before the random kills, one run of each of those three kills worker 1,
+the chief and ps 0 in turn, and one run of each allreduce example (no ps,
+the whole group restarted from the last checkpoint) worker 1, then the
+chief.
 For each kill it measures the steps lost (the global step at the kill minus
 the step the chief resumed at, 0 when nothing was rolled back) and the
 seconds to recover: from the kill until the chief says where it resumed
@@ -20,6 +24,7 @@ from (a chief or ps killed), or until the restarted worker prints progress
 
 import argparse
 import os
+import pathlib
 import random
 import re
 import select
@@ -35,12 +40,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from test_recovery import three_kills  # noqa: E402
+from test_recovery import Run, next_step, pause, three_kills  # noqa: E402
 
 from conftest import read_result, task_pid  # noqa: E402
 from guide import examples  # noqa: E402
 
 WHOLE_RECOVERY = ["Hogwild", "DOWNPOUR", "Synchronous-SGD"]
+# With no ps, a kill restarts every worker from the chief's last checkpoint.
+GROUP_RECOVERY = [folder for folder, example in examples.BY_FOLDER.items()
+                  if example.kind == examples.ALLREDUCE]
 OTHERS = [folder for folder in examples.BY_FOLDER if folder not in WHOLE_RECOVERY]
 PROGRESS = re.compile(r"^\[(\w+:\d+)\] global_step (\d+) ")
 RESUMED = re.compile(r"^\[worker:0\] resuming at global step (\d+) ")
@@ -124,6 +132,39 @@ def run_once(example, steps, timeout, logdir, rng):
     return survived, f"{job}:{index}", lost, recovered, final
 
 
+def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40):
+    """Runs `folder`'s run.sh (which asks for --restart_group) with
+    --max_restarts 3 and SIGKILLs worker 1, then the chief, once the group
+    is back; the other worker stands still (SIGSTOP) meanwhile, so that the
+    launcher sees the kill first. Returns (exit code, output, the steps each
+    kill lost: the step at the kill minus the one the group resumed at)."""
+    logdir = pathlib.Path(logdir)
+    run = Run(["bash", os.path.join(REPO, folder, "run.sh"), "--max_restarts",
+               "3", "--timeout", "400", "--train_steps", str(train_steps),
+               "--log_every", "10",
+               "--save_checkpoint_steps", str(checkpoint_steps),
+               "--logdir", str(logdir)])
+    lost, at_least = [], train_steps // 4
+    try:
+        for number, index in enumerate((1, 0), 1):
+            at_kill = next_step(run, f"worker:{index}", at_least=at_least)
+            go_on = pause(logdir, "worker", 1 - index)
+            os.kill(task_pid(logdir, "worker", index), signal.SIGKILL)
+            run.next_line(rf"^\[launch\] worker:{index} died \(signal 9\); "
+                          rf"restarting the whole group \({number} of 3\)",
+                          timeout=60)
+            go_on()
+            resumed = int(run.next_line(
+                r"^\[worker:0\] resuming at global step (\d+) from checkpoint",
+                timeout=120)[1])
+            lost.append(at_kill - resumed)
+            at_least = resumed + train_steps // 4
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    return code, output, lost
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("examples", nargs="*", default=WHOLE_RECOVERY + OTHERS,
@@ -137,7 +178,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--random_only", action="store_true",
                         help="skip the runs that kill worker 1, the chief "
-                             "and ps 0 in turn")
+                             "and ps 0 in turn (an allreduce: worker 1 and "
+                             "the chief)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     scratch = tempfile.mkdtemp(prefix="faults-")
@@ -161,6 +203,24 @@ def main():
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
         all_survived &= ok
         print(f"== {example}: worker 1, chief, ps 0 killed in one run: "
+              f"{'survived' if ok else 'FAILED'} ({what}; "
+              f"{time.monotonic() - started:.0f} s)", flush=True)
+    for example in [name for name in GROUP_RECOVERY if name in args.examples
+                    and not args.random_only]:
+        # Worker 1, then the chief, in one run: the group restarts each time.
+        logdir = os.path.join(scratch, f"{example}-group-kills")
+        started = time.monotonic()
+        try:
+            code, _, lost = group_kills(logdir, example)
+            result = read_result(logdir)
+            ok = code == 0 and result["global_step"] >= 600 \
+                and result["test_accuracy"] >= 0.8
+            what = (f"exit {code}, global step {result['global_step']}, test "
+                    f"accuracy {result['test_accuracy']}, steps lost {lost}")
+        except Exception as error:  # noqa: BLE001 - reported, then the next
+            ok, what = False, f"{type(error).__name__}: {error}"[:300]
+        all_survived &= ok
+        print(f"== {example}: worker 1, then the chief killed in one run: "
               f"{'survived' if ok else 'FAILED'} ({what}; "
               f"{time.monotonic() - started:.0f} s)", flush=True)
     for example in args.examples if args.runs else []:

@@ -50,6 +50,19 @@ def _sgd_window(central, batches, window, learning_rate):
     return gradient_sum
 
 
+def allreduce_sgd(params, worker_batches, steps, learning_rate):
+    """Each step, every worker's next minibatch together make one global
+    batch: θ ← θ − η ∇ (its mean loss), what the allreduce's sum of each
+    worker's share of that mean gives every worker."""
+    for _ in range(steps):
+        drawn = [batches.next() for batches in worker_batches]
+        images = np.concatenate([images for images, _ in drawn])
+        labels = np.concatenate([labels for _, labels in drawn])
+        params = _plus_scaled(params, -learning_rate,
+                              gradients(params, images, labels))
+    return params
+
+
 def downpour_easy(central, batches, window, windows, learning_rate):
     """θ̃ ← θ̃ − η Σ_{t<T} g_t, the g_t taken along T local SGD steps."""
     for _ in range(windows):

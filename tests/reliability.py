@@ -1,8 +1,8 @@
 """Runs each synchronous example many times back to back, with a handful of
 steps each, and counts the runs that did not end cleanly.
 
-Not part of the test suite (30 runs of 3 examples take about 15 minutes on
-two cores); run it with `make reliability` or:
+Not part of the test suite (30 runs of each take about 5 minutes per example
+on two cores); run it with `make reliability` or:
 
     python tests/reliability.py [--runs 30] [--steps 20] [EXAMPLE ...]
 

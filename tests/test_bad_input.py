@@ -153,8 +153,12 @@ THROUGH_RUN_SH = [
                                        "--train_steps", "100"],
      "--communication_window 5000 is longer than the run", True),
     ("no-ps", "Hogwild", ["--ps", "0"],
-     "--ps 0: every example keeps its variables on a parameter server; use "
-     "--ps 1 or more", False),
+     "has no ps; this example keeps its variables on a parameter server", True),
+    ("negative-ps", "Hogwild", ["--ps", "-1"], "need --ps 0 or more, got --ps -1",
+     False),
+    ("allreduce-with-a-ps", "Multi-Worker-Mirrored-Strategy", ["--ps", "1"],
+     "has a ps; this example keeps a copy of the variables on every worker",
+     True),
 ]
 
 

@@ -43,6 +43,22 @@ def test_a_chief_entry_becomes_worker_0():
     assert second.name == "worker:2"
 
 
+def test_an_allreduce_cluster_has_workers_and_no_ps():
+    """`ps=False`: a cluster of workers only (a chief as worker 0); a ps is
+    refused, as the other examples refuse its absence."""
+    # An empty list is no job: a TFJob with PS replicas 0 lists it so.
+    cluster = {"chief": ["c:1"], "ps": [], "worker": ["w:1"]}
+    task = config.resolve_task(tf_config(cluster, "worker", 0), *cluster_flags(),
+                               ps=False)
+    assert task.cluster == {"worker": ["c:1", "w:1"]} and task.num_ps == 0
+    by_hand = config.resolve_task({}, *cluster_flags("", "h:2,h:3", "worker", 0),
+                                  ps=False)
+    assert by_hand.is_chief and by_hand.num_workers == 2
+    with pytest.raises(UsageError, match="has a ps; .* leave it out"):
+        config.resolve_task(tf_config(CLUSTER, "worker", 0), *cluster_flags(),
+                            ps=False)
+
+
 def test_a_task_index_of_digits_reads_as_tensorflow_reads_it():
     task = config.resolve_task(tf_config(CLUSTER, "worker", "1"), *cluster_flags())
     assert task.task_index == 1 and task.name == "worker:1"

@@ -38,11 +38,17 @@ def command(folder, logdir, *, window, steps, learning_rate, workers=1):
 
 
 def checkpoint(logdir, step):
-    """The central parameters the chief saved from the ps at `step`."""
+    """The central parameters the chief saved from the ps at `step` (with no
+    ps, its own copy), by name or, from a tf.train.Checkpoint, by object."""
     import tensorflow as tf  # here, so that other test files need not pay for it
 
+    from guide.distributed.evaluator import object_keys
+
     reader = tf.train.load_checkpoint(os.path.join(logdir, f"model.ckpt-{step}"))
-    return {name: reader.get_tensor(name).astype(np.float64)
+    keys = {name: name for name in reference.NAMES}
+    if not reader.has_tensor(reference.NAMES[0]):
+        keys = object_keys(reader)
+    return {name: reader.get_tensor(keys[name]).astype(np.float64)
             for name in reference.NAMES}
 
 
@@ -135,6 +141,28 @@ def test_exact_synchronous_sgd_is_one_process_with_the_whole_batch(run_dir):
         assert outcome["gradients_dropped"] == 0
         assert_close(checkpoint(run_dir / f"workers-{workers}", steps), baseline,
                      rtol=1e-5)
+
+
+def test_an_allreduce_step_is_one_step_on_every_workers_minibatch(run_dir):
+    """MultiWorkerMirroredStrategy, 2 workers of B examples each: every step
+    is one SGD step on the 2·B examples together, on every worker."""
+    steps, workers, learning_rate = 6, 2, 0.2
+    logdir = run_dir / "run"
+    result = run(["bash", "Multi-Worker-Mirrored-Strategy/run.sh", "--seed",
+                  str(SEED), "--batch_size", str(BATCH), "--learning_rate",
+                  str(learning_rate), "--train_steps", str(steps),
+                  *FIRST_AND_LAST, "--logdir", str(logdir)], timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["global_step"], outcome["workers"], outcome["ps"]) == (
+        steps, workers, 0)
+    initial = checkpoint(logdir, 0)
+    final = checkpoint(logdir, steps)
+    assert_moved(final, initial)
+    expected = reference.allreduce_sgd(
+        initial, [worker_batches(index, workers) for index in range(workers)],
+        steps, learning_rate)
+    assert_close(final, expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -215,6 +215,29 @@ def test_max_restarts_restarts_a_failed_task_with_the_same_port_and_log(path, ru
     assert log.index("fails this once") < log.index("worker 1 done")
 
 
+def test_a_job_with_no_ps_restarts_as_a_group(run_dir):
+    """--ps 0 (an allreduce job): worker 1 fails, and --restart_group stops
+    the other workers and starts all three again, as one restart; the
+    evaluator, in no collective, runs once."""
+    result = run(launch(run_dir, "--ps", "0", "--workers", "3", "--evaluator",
+                        "--max_restarts", "1", "--restart_group",
+                        mode="group_fails_once"), timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[launch] 0 ps + 3 worker(s) + an evaluator" in result.stdout
+    assert "[launch] worker:1 exited with code 3; restarting the whole group " \
+           "(1 of 1)" in result.stdout
+    logs = run_dir / "run" / "logs"
+    assert sorted(os.listdir(logs)) == ["evaluator-0.log", "worker-0.log",
+                                        "worker-1.log", "worker-2.log"]
+    for index in range(3):
+        log = (logs / f"worker-{index}.log").read_text()
+        ports = re.findall(r"port=(\d+)", log)
+        assert len(ports) == 2 and ports[0] == ports[1], log
+        assert log.rstrip().endswith(f"worker {index} done")
+    assert "restarted with worker:1" in (logs / "worker-0.log").read_text()
+    assert len(re.findall("ready", (logs / "evaluator-0.log").read_text())) == 1
+
+
 def test_restarts_run_out_and_then_the_job_fails(run_dir):
     result = run(launch(run_dir, "--max_restarts", "2", mode="fail"),
                  timeout=60)

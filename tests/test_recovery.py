@@ -203,3 +203,49 @@ def test_sagn_survives_a_killed_worker_and_chief(run_dir):
     assert code == 0, output[-3000:]
     assert resumed >= at_kill  # the model stayed on the ps
     assert read_result(logdir)["global_step"] >= 40
+
+
+def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
+    """Multi-Worker-Mirrored-Strategy: worker 1, killed mid-run, takes the
+    allreduce down with it; the launcher restarts both workers (run.sh asks
+    for --restart_group) but not the evaluator, both resume from the chief's
+    last checkpoint, and the run completes."""
+    logdir = run_dir / "run"
+    train_steps, checkpoint_steps = 200, 40
+    run = Run(["bash", os.path.join(REPO, "Multi-Worker-Mirrored-Strategy",
+                                    "run.sh"),
+               "--max_restarts", "1", "--evaluator", "--timeout", "300",
+               "--train_steps", str(train_steps), "--log_every", "10",
+               "--save_checkpoint_steps", str(checkpoint_steps),
+               "--logdir", str(logdir)])
+    try:
+        next_step(run, "worker:1", at_least=2 * checkpoint_steps)
+        # Worker 0 stands still, and with it the allreduce, so that the last
+        # checkpoint is known when worker 1 dies.
+        go_on = pause(logdir, "worker", 0)
+        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
+                              (logdir / "checkpoint").read_text())[1])
+        os.kill(task_pid(logdir, "worker", 1), signal.SIGKILL)
+        run.next_line(r"^\[launch\] worker:1 died \(signal 9\); restarting the "
+                      r"whole group \(1 of 1\)", timeout=60)
+        go_on()  # to die of the launcher's SIGTERM
+        resumed = [run.next_line(r"^\[worker:(\d)\] resuming at global step "
+                                 r"(\d+) from checkpoint ", timeout=120).groups()
+                   for _ in range(2)]
+        code, output = run.finish(timeout=120)
+    finally:
+        run.kill()
+    assert code == 0, output[-3000:]
+    assert saved >= checkpoint_steps
+    assert sorted(resumed) == [("0", str(saved)), ("1", str(saved))]
+    result = read_result(logdir)
+    assert result["global_step"] == train_steps
+    assert result["examples"] == (train_steps - saved) * 2 * 100
+    assert result["test_accuracy"] >= 0.5
+    # The evaluator ran once, and ended with the chief's final checkpoint.
+    evaluated = re.findall(r"^\[evaluator:0\] global_step (\d+) test_accuracy "
+                           r"([\d.]+) ", output, re.MULTILINE)
+    assert int(evaluated[-1][0]) == train_steps
+    assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
+    assert (logdir / "logs" / "evaluator-0.log").read_text().count(
+        "[launch]") == 0

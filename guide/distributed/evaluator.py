@@ -15,8 +15,13 @@ import os
 import time
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from guide.training import model, report
+
+# Where an object-based checkpoint (tf.train.Checkpoint) keeps its object
+# graph, whose names a tf.compat.v1 Saver restores the variables by.
+OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 _IN_CLOSE_WRITE = 0x00000008
 _IN_MOVED_TO = 0x00000080
@@ -70,6 +75,24 @@ def _final_step(logdir, since):
         return None  # not there, or half written: its last write wakes us
 
 
+def global_step_of(checkpoint):
+    """The global step `checkpoint` holds, saved by name (a tf.compat.v1
+    Saver) or as an object (tf.train.Checkpoint, whose keys are object
+    paths: the variable named global_step is found in its object graph)."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    if reader.has_tensor("global_step"):
+        return int(reader.get_tensor("global_step"))
+    return int(reader.get_tensor(object_keys(reader)["global_step"]))
+
+
+def object_keys(reader):
+    """{variable name: its key} in an object-based checkpoint's `reader`."""
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH))
+    return {attribute.full_name: attribute.checkpoint_key
+            for node in graph.nodes for attribute in node.attributes}
+
+
 def run(logdir, dataset, train_steps):
     """Evaluates each new checkpoint in `logdir` on `dataset`'s test set;
     returns after the final one, at the global step of the chief's
@@ -91,8 +114,8 @@ def run(logdir, dataset, train_steps):
                 if latest and latest != last:
                     try:
                         saver.restore(session, latest)
-                        step = int(tf.train.load_variable(latest, "global_step"))
-                    except (tf.errors.NotFoundError, ValueError):
+                        step = global_step_of(latest)
+                    except (tf.errors.NotFoundError, ValueError, KeyError):
                         continue  # rotated away since it was listed: the next
                     last = latest
                     loss, accuracy = session.run(

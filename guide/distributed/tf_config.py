@@ -70,6 +70,8 @@ def _parse_tf_config(text, jobs):
                          f"set it to {TF_CONFIG_EXAMPLE}")
     cluster = {}
     for job, hosts in config["cluster"].items():
+        if hosts == []:
+            continue  # a job of no tasks, as a TFJob lists a replica type of 0
         if not isinstance(hosts, list) or not hosts \
                 or not all(isinstance(host, str) for host in hosts):
             raise UsageError(f"TF_CONFIG cluster {job!r} must be a non-empty "
@@ -153,9 +155,11 @@ def _from_flags(ps_hosts, worker_hosts, job_name, task_index):
     return cluster, job_name, task_index, "--job_name/--task_index"
 
 
-def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
+def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index, *,
+                 ps=True):
     """This task's TaskConfig, from `environ`'s TF_CONFIG when it is set,
-    else from the cluster flags' values; UsageError on any bad input.
+    else from the cluster flags' values; UsageError on any bad input. With
+    `ps` False (an allreduce example), the cluster must have no ps instead.
 
     TF_CONFIG's "chief" (or "master") is worker 0, the workers numbered
     after it; an "evaluator" is no part of the training cluster (it only
@@ -177,7 +181,13 @@ def resolve_task(environ, ps_hosts, worker_hosts, job_name, task_index):
     if "worker" not in cluster:
         raise UsageError(f"the cluster from {source} has no worker; add at "
                          f"least one")
-    if "ps" not in cluster:
+    if not ps and "ps" in cluster:
+        raise UsageError(f"the cluster from {source} has a ps; this example "
+                         f"keeps a copy of the variables on every worker and "
+                         f"has no parameter server, so leave it out (--ps 0 "
+                         f"with run.sh; by hand, no --ps_hosts and no \"ps\" "
+                         f"list in TF_CONFIG)")
+    if ps and "ps" not in cluster:
         raise UsageError(f"the cluster from {source} has no ps; this example "
                          f"keeps its variables on a parameter server, so add "
                          f"one (--ps 1 with run.sh; by hand, --ps_hosts or "

@@ -399,9 +399,19 @@ class Batches:
         self._position = 0
 
     def next(self):
+        chosen = self._next_rows()
+        return self.images[chosen], self.labels[chosen]
+
+    def skip(self, count):
+        """Draws `count` minibatches without copying them: a run resumed at
+        a checkpoint goes on with the minibatches it would have drawn."""
+        for _ in range(count):
+            self._next_rows()
+
+    def _next_rows(self):
         if self._position + self.batch_size > len(self._order):
             self._order = self._rng.permutation(len(self.images))
             self._position = 0
         chosen = self._order[self._position:self._position + self.batch_size]
         self._position += self.batch_size
-        return self.images[chosen], self.labels[chosen]
+        return chosen

@@ -1,0 +1,69 @@
+"""One task of a job: its process, started again after a restart, its log
+file and its last lines of output. Standard library only."""
+
+import collections
+import subprocess
+
+from . import network, reaping
+from .forking import LAUNCHER, Forked, Served
+
+LAST_LINES = 15
+
+
+class Task:
+    """One child process, its log file and its last lines of output."""
+
+    def __init__(self, job, index, command, env, log_path, namespace=None,
+                 fork=None, processes=None):
+        self.name = f"{job}:{index}"
+        # None: a new Python; LAUNCHER: forked from this launcher; else the
+        # socket of the fork server that forks it (forking.py).
+        self.fork = fork
+        self.job = job
+        # `namespace`, if given, is the fd of the network namespace the task
+        # joins as it starts (--network hosts).
+        self.command, self.env, self.namespace = command, env, namespace
+        # The job's PID namespace (reaping.JobNamespace), if it has one.
+        self.processes = processes
+        self.log = open(log_path, "w", buffering=1)
+        self.last_lines = collections.deque(maxlen=LAST_LINES)
+        # True while the launcher stops it to restart its group: what it
+        # says as it dies (lost peers, mostly) goes to its log only.
+        self.quiet = False
+        self.process = None
+        self.spawn()
+
+    def spawn(self):
+        """Starts the task's process (again, after a restart: same command,
+        same TF_CONFIG, same log file), in the job's PID namespace."""
+        if self.processes is None or self.fork not in (None, LAUNCHER):
+            self.start()
+        else:
+            self.processes.run(self.start)
+
+    def start(self):
+        if self.fork == LAUNCHER:
+            # Forked runs Python in the child by design (it is the point);
+            # the child replaces the streams a reader thread may hold.
+            self.process = Forked(self.command[1:], self.env,
+                                  network.entering(self.namespace), self.name)
+            return
+        if self.fork:
+            self.process = Served(self.command[1:], self.env, self.namespace,
+                                  self.name, self.fork)
+            return
+        # No preexec_fn: a restart happens while reader threads run, and a
+        # forked child must then run no Python before exec. The session is
+        # made by Popen's C code, the parent-death signal by an exec
+        # wrapper, and the namespace is this thread's while it forks.
+        with network.entered(self.namespace):
+            self.process = reaping.Spawned(
+                network.DIE_WITH_PARENT + self.command, env=self.env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self, sig):
+        """Signals the task's whole process group, if the task has not
+        exited (not reaped yet, its pid is still its own)."""
+        if not reaping.exited(self.process):
+            network.kill_group(self.process.pid, sig)
