@@ -33,9 +33,9 @@ def make_pipe(path):
         pass
 
 
-def wait_for_every_ps(addresses, limit_s=30.0):
-    """Like a real worker, starts only once every ps listens; so a job
-    never ends before each ps has said it is ready."""
+def wait_for_listeners(addresses, limit_s=30.0):
+    """Returns once a task listens at each of `addresses`, and so has said
+    it is ready: a worker waits for every ps, as a real one does."""
     deadline = time.monotonic() + limit_s
     for address in addresses:
         ps_host, ps_port = address.rsplit(":", 1)
@@ -45,7 +45,7 @@ def wait_for_every_ps(addresses, limit_s=30.0):
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    sys.exit(f"fake_task.py: no ps listened at {address}")
+                    sys.exit(f"fake_task.py: nothing listened at {address}")
                 time.sleep(0.05)  # polling a port: nothing to wait on
 
 
@@ -55,8 +55,6 @@ host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 # Its own address: in --network hosts it exists only in the task's namespace.
 listener.bind((host, int(port)))
-if job != "ps":
-    listener.listen()
 child = "none"
 if args.child:
     subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
@@ -68,10 +66,9 @@ if args.child:
 # namespace of their own, where getpid() gives another.
 print(f"ready pid={os.readlink('/proc/self')} port={port} child={child}",
       flush=True)
-if job == "ps":
-    listener.listen()  # only now, so a worker that reached it saw "ready"
-else:
-    wait_for_every_ps(config["cluster"].get("ps", []))
+listener.listen()  # only now, so a task that reached it saw "ready"
+if job != "ps":
+    wait_for_listeners(config["cluster"].get("ps", []))
 
 if args.mode == "ps_fails_last":
     # Each worker opens its pipe to the ps and holds it until it exits; the
@@ -101,6 +98,8 @@ elif args.mode == "group_fails_once" and job == "worker":
     with open(os.path.join(args.logdir, "logs", f"worker-{index}.log")) as log:
         restarted = "[launch]" in log.read()
     if not restarted and index == 1:
+        # Once every worker has said it is ready, so that each log has both lives.
+        wait_for_listeners(config["cluster"]["worker"])
         print("worker 1 fails this once", flush=True)
         sys.exit(3)
     if not restarted:
