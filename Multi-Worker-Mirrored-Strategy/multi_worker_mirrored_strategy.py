@@ -113,14 +113,29 @@ def main():
         correct = tf.argmax(logits, axis=1).numpy() == dataset.test_labels
         return float(test_loss), float(correct.mean())
 
+    # Distributed: every replica takes the chief's copy: the others' values
+    # count zero in the sum.
+    @tf.function
+    def take_the_chiefs_copy():
+        def replica_take():
+            weight = tf.constant(1.0 if task.is_chief else 0.0)
+            summed = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM,
+                [variable * weight for variable in mlp.variables]
+                + [tf.cast(global_step, tf.float32) * weight])
+            for variable, value in zip(mlp.variables, summed):
+                variable.assign(value)
+            global_step.assign(tf.cast(summed[-1], tf.int64))
+        strategy.run(replica_take)
+
     # --- Train: every worker resumes from the chief's last checkpoint ---
-    # Distributed: the chief writes checkpoints and every worker reads the last,
-    # so that all start a restart from the same model.
+    # Distributed: only the chief keeps checkpoints, on its own disk; after a
+    # restart it restores the last and every worker takes its copy.
     checkpoint = tf.train.Checkpoint(variables=mlp.variables,
                                      global_step=global_step)
     checkpoints = tf.train.CheckpointManager(checkpoint, logdir, max_to_keep=3,
                                              checkpoint_name="model.ckpt")
-    resumed_from = checkpoints.latest_checkpoint
+    resumed_from = checkpoints.latest_checkpoint if task.is_chief else None
     if resumed_from:
         try:
             checkpoint.restore(resumed_from).assert_existing_objects_matched()
@@ -128,24 +143,16 @@ def main():
             raise flags.UsageError(
                 f"--logdir {logdir} holds a checkpoint of another example or "
                 f"model; give this run a new --logdir") from None
-        print(f"resuming at global step {int(global_step.numpy())} from "
-              f"checkpoint {resumed_from}", flush=True)
     elif task.is_chief:
         checkpoints.save(checkpoint_number=0)
-    # Distributed: go on with the minibatches the lost steps had not used yet.
+    take_the_chiefs_copy()
     start_step = step = saved_step = int(global_step.numpy())
+    if start_step:
+        source = f"checkpoint {resumed_from}" if task.is_chief else \
+            "the chief's checkpoint"
+        print(f"resuming at global step {start_step} from {source}", flush=True)
+    # Distributed: go on with the minibatches the lost steps had not used yet.
     batches.skip(start_step)
-    # Distributed: refuse to train if the workers resumed at different steps,
-    # which they do if they read different --logdir folders.
-    resumed_at = strategy.run(
-        lambda step: tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.MEAN, step),
-        args=(tf.constant(start_step, tf.float64),))
-    if strategy.experimental_local_results(resumed_at)[0] != start_step:
-        raise flags.UsageError(
-            f"the workers resumed at different global steps (this one at "
-            f"{start_step}); give every worker the same --logdir, on storage "
-            f"they share, where the chief writes its checkpoints")
     # Distributed: only the chief tracks test accuracy and writes summaries.
     curve = report.AccuracyCurve(logdir, args.eval_every if task.is_chief else 0,
                                  global_batch)
