@@ -74,9 +74,10 @@ def task_counts(text):
                 f"the types {', '.join(TASK_TYPES)} once each; set it to, for "
                 f"example, {COUNTS_EXAMPLE}")
         counts[task_type] = int(count)
-    if counts.get("chief") != 1 or not counts.get("ps"):
-        raise BadEnvironment(f"TF_TASK_COUNTS {text!r} needs chief=1 and ps=1 "
-                             f"or more; set it to, for example, {COUNTS_EXAMPLE}")
+    # No ps is an allreduce job (Multi-Worker-Mirrored-Strategy).
+    if counts.get("chief") != 1:
+        raise BadEnvironment(f"TF_TASK_COUNTS {text!r} needs chief=1; set it "
+                             f"to, for example, {COUNTS_EXAMPLE}")
     return counts
 
 
