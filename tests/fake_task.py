@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 parser = argparse.ArgumentParser()
@@ -33,20 +34,32 @@ def make_pipe(path):
         pass
 
 
-def wait_for_listeners(addresses, limit_s=30.0):
-    """Returns once a task listens at each of `addresses`, and so has said
-    it is ready: a worker waits for every ps, as a real one does."""
+def wait_for_ready(addresses, limit_s=30.0):
+    """Returns once each task at `addresses` has said it is ready (it then
+    answers a connection with a byte): a worker waits for every ps, as a
+    real one does, so a job never ends before each ps has said so."""
     deadline = time.monotonic() + limit_s
     for address in addresses:
-        ps_host, ps_port = address.rsplit(":", 1)
+        task_host, task_port = address.rsplit(":", 1)
         while True:
             try:
-                socket.create_connection((ps_host, int(ps_port)), 1.0).close()
-                break
+                with socket.create_connection((task_host, int(task_port)),
+                                              1.0) as connection:
+                    if connection.recv(1):
+                        break
             except OSError:
-                if time.monotonic() > deadline:
-                    sys.exit(f"fake_task.py: nothing listened at {address}")
-                time.sleep(0.05)  # polling a port: nothing to wait on
+                pass
+            if time.monotonic() > deadline:
+                sys.exit(f"fake_task.py: no task said ready at {address}")
+            time.sleep(0.05)  # polling a port: nothing to wait on
+
+
+def answer_ready(listener):
+    """Sends a byte on every connection: "this task has said ready"."""
+    while True:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(b"r")
 
 
 config = json.loads(os.environ["TF_CONFIG"])
@@ -54,7 +67,11 @@ job, index = config["task"]["type"], config["task"]["index"]
 host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 # Its own address: in --network hosts it exists only in the task's namespace.
+# As gRPC does: a restarted task rebinds its port despite closed connections
+# of its last life (TIME_WAIT); a second listener still fails.
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 listener.bind((host, int(port)))
+listener.listen()
 child = "none"
 if args.child:
     subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
@@ -66,9 +83,9 @@ if args.child:
 # namespace of their own, where getpid() gives another.
 print(f"ready pid={os.readlink('/proc/self')} port={port} child={child}",
       flush=True)
-listener.listen()  # only now, so a task that reached it saw "ready"
+threading.Thread(target=answer_ready, args=(listener,), daemon=True).start()
 if job != "ps":
-    wait_for_listeners(config["cluster"].get("ps", []))
+    wait_for_ready(config["cluster"].get("ps", []))
 
 if args.mode == "ps_fails_last":
     # Each worker opens its pipe to the ps and holds it until it exits; the
@@ -99,7 +116,7 @@ elif args.mode == "group_fails_once" and job == "worker":
         restarted = "[launch]" in log.read()
     if not restarted and index == 1:
         # Once every worker has said it is ready, so that each log has both lives.
-        wait_for_listeners(config["cluster"]["worker"])
+        wait_for_ready(config["cluster"]["worker"])
         print("worker 1 fails this once", flush=True)
         sys.exit(3)
     if not restarted:
