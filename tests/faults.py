@@ -165,6 +165,16 @@ def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40):
     return code, output, lost
 
 
+def judged(logdir, code):
+    """Whether a killed run survived (it finished its 600 steps with a sane
+    accuracy), and what to print of it."""
+    result = read_result(logdir)
+    ok = code == 0 and result["global_step"] >= 600 \
+        and result["test_accuracy"] >= 0.8
+    return ok, (f"exit {code}, global step {result['global_step']}, test "
+                f"accuracy {result['test_accuracy']}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("examples", nargs="*", default=WHOLE_RECOVERY + OTHERS,
@@ -194,11 +204,7 @@ def main():
             code, _, _ = three_kills(
                 logdir, script,
                 asynchronous=not examples.BY_FOLDER[example].synchronous)
-            result = read_result(logdir)
-            ok = code == 0 and result["global_step"] >= 600 \
-                and result["test_accuracy"] >= 0.8
-            what = (f"exit {code}, global step {result['global_step']}, test "
-                    f"accuracy {result['test_accuracy']}")
+            ok, what = judged(logdir, code)
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
         all_survived &= ok
@@ -212,11 +218,8 @@ def main():
         started = time.monotonic()
         try:
             code, _, lost = group_kills(logdir, example)
-            result = read_result(logdir)
-            ok = code == 0 and result["global_step"] >= 600 \
-                and result["test_accuracy"] >= 0.8
-            what = (f"exit {code}, global step {result['global_step']}, test "
-                    f"accuracy {result['test_accuracy']}, steps lost {lost}")
+            ok, what = judged(logdir, code)
+            what += f", steps lost {lost}"
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
         all_survived &= ok
