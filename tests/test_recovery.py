@@ -6,11 +6,12 @@ import pathlib
 import re
 import select
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import LAUNCHER, REPO, Running, read_result, task_pid
+from conftest import LAUNCHER, PYTHON, REPO, Running, read_result, task_pid
 
 
 class Run(Running):
@@ -251,3 +252,39 @@ def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
     assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
     assert (logdir / "logs" / "evaluator-0.log").read_text().count(
         "[launch]") == 0
+
+
+EVALUATOR_AFTER_THE_END = """
+import json, os, sys
+import tensorflow as tf
+from guide.distributed import evaluator
+from guide.training import data, model
+
+tf.compat.v1.disable_eager_execution()
+logdir, steps = sys.argv[1], 30
+# What a finished run leaves: the chief's last checkpoint, then result.json.
+with tf.Graph().as_default():
+    mlp = model.MLP(seed=0)
+    step = tf.compat.v1.train.get_or_create_global_step()
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(step.assign(steps))
+        tf.compat.v1.train.Saver().save(session, os.path.join(logdir, "model.ckpt"),
+                                        global_step=steps)
+with open(os.path.join(logdir, "result.json"), "w") as stream:
+    json.dump({"global_step": steps}, stream)
+evaluator.run(logdir, data.synthetic(0, 100, 100), train_steps=steps)
+print("evaluator returned", flush=True)
+"""
+
+
+def test_an_evaluator_started_after_the_chief_finished_returns(tmp_path):
+    """An evaluator restarted once the chief has written its result (a pod
+    rescheduled late) tests the last checkpoint and exits, instead of
+    waiting for a checkpoint that will never come."""
+    result = subprocess.run([PYTHON, "-c", EVALUATOR_AFTER_THE_END, str(tmp_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "global_step 30 test_accuracy" in result.stdout
+    assert result.stdout.rstrip().endswith("evaluator returned")

@@ -12,7 +12,6 @@ used only where inotify is missing.
 import ctypes
 import json
 import os
-import time
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -62,17 +61,17 @@ def _wakeups(logdir):
     return latest_on_each_write(), True
 
 
-def _final_step(logdir, since):
+def _final_step(logdir, train_steps):
     """The global step in the chief's result.json, once this run's chief
-    has written it (a file from before `since` is an earlier run's)."""
+    has written it: a run ends at --train_steps or past it, so a file with
+    fewer is an earlier, shorter run's in the same logdir."""
     path = os.path.join(logdir, "result.json")
     try:
-        if os.stat(path).st_mtime < since:
-            return None
         with open(path) as stream:
-            return int(json.load(stream)["global_step"])
+            step = int(json.load(stream)["global_step"])
     except (OSError, ValueError, KeyError):
         return None  # not there, or half written: its last write wakes us
+    return step if step >= train_steps else None
 
 
 def global_step_of(checkpoint):
@@ -97,7 +96,6 @@ def run(logdir, dataset, train_steps):
     """Evaluates each new checkpoint in `logdir` on `dataset`'s test set;
     returns after the final one, at the global step of the chief's
     result.json (without inotify, the first at `train_steps` or past it)."""
-    since = time.time()
     graph = tf.Graph()
     with graph.as_default():
         # Its initial values do not matter: every checkpoint overwrites them.
@@ -127,7 +125,7 @@ def run(logdir, dataset, train_steps):
                         {"test_accuracy": accuracy, "test_loss": loss})
                 # Asynchronous workers can carry the last step past
                 # --train_steps: the final one is result.json's step.
-                final = (_final_step(logdir, since) if every_write
+                final = (_final_step(logdir, train_steps) if every_write
                          else train_steps)
                 if step is not None and final is not None and step >= final:
                     break
