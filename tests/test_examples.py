@@ -121,6 +121,15 @@ def test_two_ps_four_workers_and_mnist_files(folder, dataset, run_dir):
     assert sorted(os.listdir(logdir / "logs")) == [
         "ps-0.log", "ps-1.log", "worker-0.log", "worker-1.log", "worker-2.log",
         "worker-3.log"]
+    # The chief saves and restores every checkpoint itself, in one file set,
+    # not a shard per ps, which on separate machines would land on each
+    # ps's own disk.
+    nodes = (logdir / "graph.pbtxt").read_text().split("\nnode {")
+    devices = {re.search(r'device: "([^"]*)"', node)[1] for node in nodes
+               if re.search(r'op: "(SaveV2|RestoreV2|MergeV2Checkpoints)"', node)}
+    assert devices == {"/job:worker/task:0/device:CPU:0"}
+    data_files = [name for name in os.listdir(logdir) if ".data-" in name]
+    assert data_files and all(name.endswith("-of-00001") for name in data_files)
 
 
 def test_backup_workers_drop_the_slowest_gradients(run_dir):

@@ -58,8 +58,12 @@ class Resume:
         self._announce = (state("chief_ready").enqueue(0)
                           if task and task.num_workers > 1 else tf.no_op())
         self._sessions = 0
-        saver = _ResumingSaver(self, sharded=True, allow_empty=True,
-                               max_to_keep=3)
+        # The whole checkpoint on the chief's own disk: a sharded Saver would
+        # write each ps's variables on that ps's (docs/multi-host.md).
+        with tf.compat.v1.device(task and f"/job:{task.job_name}/task:"
+                                          f"{task.task_index}/device:CPU:0"):
+            saver = _ResumingSaver(self, sharded=False, allow_empty=True,
+                                   max_to_keep=3)
         self.scaffold = tf.compat.v1.train.Scaffold(
             init_op=tf.no_op(), init_fn=self._initialize_fresh, saver=saver)
 
