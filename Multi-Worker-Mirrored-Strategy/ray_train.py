@@ -142,6 +142,9 @@ def main():
     if "-h" in script_args or "--help" in script_args:
         return os.execv(sys.executable, [sys.executable, os.path.join(
             HERE, SCRIPT), "--help"])
+    # The script has the common flags only: refuse a bad one here, before a
+    # Ray cluster starts.
+    flags.parse(flags.make_parser(__doc__, SCRIPT), script_args)
     logdir, script_args = logdir_of(script_args)
     ray_on_the_path()
     try:
