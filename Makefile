@@ -7,6 +7,8 @@
 # the same work on the synthetic data (about 13 min), `make bench-quick`
 # four of them (about 90 s); `make tensorboard` shows every example's runs/;
 # `make ui-test` checks TensorBoard in headless Chromium (about 3 min);
+# `make test-ray` runs Multi-Worker-Mirrored-Strategy under Ray Train on a
+# two-node Ray cluster (needs root; `make ray` installs Ray alone);
 # `make faults` kills a random task of every example at a random moment, 5
 # runs each (tens of minutes), and reports what survived.
 PYTHON ?= python3
@@ -14,7 +16,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv demo test lint reliability faults bench bench-synthetic \
-	bench-quick tensorboard ui-test clean
+	bench-quick tensorboard ui-test ray test-ray clean
 
 venv: $(VENV)/.installed
 
@@ -65,6 +67,24 @@ ui-test: venv
 	$(PY) -m pip install --quiet --upgrade --target $(VENV)/ui-packages \
 		-r tests/ui/requirements.txt
 	$(PY) -m pytest -p no:cacheprovider tests/ui
+
+# Ray Train for Multi-Worker-Mirrored-Strategy/run_ray.sh, in a folder of its
+# own as the benchmark's packages are; the environment's packages keep their
+# versions (the constraints), so Ray cannot shadow TensorFlow's.
+ray: $(VENV)/ray-packages/.installed
+
+$(VENV)/ray-packages/.installed: $(VENV)/.installed \
+		Multi-Worker-Mirrored-Strategy/requirements-ray.txt
+	$(PY) -m pip freeze --exclude-editable > $(VENV)/ray-constraints.txt
+	$(PY) -m pip install --quiet --upgrade --target $(VENV)/ray-packages \
+		-c $(VENV)/ray-constraints.txt \
+		-r Multi-Worker-Mirrored-Strategy/requirements-ray.txt
+	touch $@
+
+# Not part of `make test`: a Ray cluster of two nodes, one in a network
+# namespace of its own (needs root).
+test-ray: ray
+	PYTHONPATH=$(VENV)/ray-packages $(PY) -m pytest -p no:cacheprovider tests/ray
 
 clean:
 	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs \

@@ -17,6 +17,7 @@ By hand, one shell per task (TF_CONFIG works too, see README.md):
 import os
 import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -66,7 +67,10 @@ def main():
         communication_options=communication)
     # Distributed: let SIGTERM stop this worker; the strategy's preemption
     # handler would catch it and go on.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread():
+        # Only a main thread may; Ray Train runs main() in another, and stops
+        # its workers itself (ray_train.py).
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     # --- The data: each worker's own shard ---
     dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)

@@ -121,3 +121,7 @@ BASELINE = EXAMPLES[0]
 # Each example folder's own run.sh, in the table's order.
 BY_FOLDER = {example.folder: example for example in EXAMPLES
              if example.run_sh == "run.sh"}
+# Entry points that need packages outside requirements.txt, so no run in the
+# table: Ray Train's (`make test-ray` runs them, tests/ray).
+OPTIONAL_ENTRY_POINTS = ("Multi-Worker-Mirrored-Strategy/run_ray.sh",
+                         "Multi-Worker-Mirrored-Strategy/ray_train.py")

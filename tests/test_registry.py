@@ -29,7 +29,7 @@ def test_every_folder_with_a_run_sh_is_in_the_table_with_all_its_scripts():
                for path in glob.glob(f"{folder}/{pattern}", root_dir=REPO)}
     named = {path for example in examples.EXAMPLES if example.folder
              for path in (example.script_path, example.run_sh_path)}
-    assert named == on_disk
+    assert named | set(examples.OPTIONAL_ENTRY_POINTS) == on_disk
     assert examples.BASELINE.command(PYTHON) == [PYTHON, "Non-Distributed_Setup.py"]
 
 

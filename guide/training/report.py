@@ -252,6 +252,12 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
            ("dataset", "train_steps", "batch_size", "learning_rate", "seed")},
         **({"evaluated_on": "validation"} if settings["validation"] else {}),
         **extra}
+    return publish_result(logdir, fields)
+
+
+def publish_result(logdir, fields):
+    """Writes `fields` to `<logdir>/result.json` and prints them as the
+    RESULT line; also for a result that another machine measured."""
     os.makedirs(logdir, exist_ok=True)
     with open(os.path.join(logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
