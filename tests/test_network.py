@@ -7,6 +7,7 @@ import re
 import select
 import signal
 import socket
+import time
 
 import pytest
 
@@ -113,13 +114,22 @@ def test_an_example_runs_with_each_task_on_its_own_host(example, run_dir):
                    "--log_every", "5", "--logdir", str(run_dir / "run")])
     try:
         job.wait_for_line(r"on 10\.10\.0\.2-4 \(one namespace each\)", 60)
-        # All three started before any printed, and none ends before the
-        # chief is done.
-        job.wait_for_line(r"\[worker:0\] global_step", 180)
-        tasks = served_tasks()
-        namespaces = {namespace_of(pid) for pid in tasks}
-        addresses = {name: own_addresses(pid) - {"127.0.0.1"}
-                     for pid, name in tasks.items()}
+        # As soon as all three run, each in its namespace: a worker may
+        # finish long before the chief's first progress line.
+        deadline = time.monotonic() + 120
+        while True:
+            tasks = served_tasks()
+            try:
+                namespaces = {namespace_of(pid) for pid in tasks}
+                addresses = {name: own_addresses(pid) - {"127.0.0.1"}
+                             for pid, name in tasks.items()}
+            except OSError:  # one ended between the listing and the reads
+                namespaces, addresses = set(), {}
+            if set(addresses) == {"ps:0", "worker:0", "worker:1"} and \
+                    namespace_of("self") not in namespaces:
+                break
+            assert time.monotonic() < deadline, f"tasks seen: {tasks}"
+            time.sleep(0.05)  # polling /proc: nothing to wait on
         code, output = job.finish(timeout=240)
     finally:
         job.kill()
