@@ -16,7 +16,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv demo test lint reliability faults bench bench-synthetic \
-	bench-quick tensorboard ui-test ray test-ray clean
+	bench-quick tensorboard ui-test ray test-ray test-real-data clean
 
 venv: $(VENV)/.installed
 
@@ -80,6 +80,11 @@ $(VENV)/ray-packages/.installed: $(VENV)/.installed \
 		-c $(VENV)/ray-constraints.txt \
 		-r Multi-Worker-Mirrored-Strategy/requirements-ray.txt
 	touch $@
+
+# Not part of `make test`, to keep it under five minutes: three examples
+# learning the real MNIST (skipped where its files are not beside the clone).
+test-real-data: $(VENV)/.installed
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/real_data
 
 # Not part of `make test`: a Ray cluster of two nodes, one in a network
 # namespace of its own (needs root).
