@@ -97,7 +97,10 @@ def namespace():
         ip("-n", name, "link", "set", "lo", "up")
         yield name
     finally:
-        # Deleting the namespace deletes its end of the pair, and so both.
+        # Deleting one end of a veth pair deletes both, at once; deleting the
+        # namespace would only once its last process has gone.
+        subprocess.run(["ip", "link", "delete", host_end], check=False,
+                       timeout=30, capture_output=True)
         ip("netns", "delete", name)
     assert name not in namespaces()
     assert host_end not in links()
