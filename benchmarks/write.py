@@ -80,8 +80,12 @@ def write_markdown(path, meta, records, startup, targets):
               "|---|---|---|---|"]
     parts += [f"| {what} | {value} | {bound} | {'yes' if met else '**no**'} |"
               for what, value, bound, met in targets]
+    # The README is benchmarks/README.md, wherever --results put this file.
+    readme = os.path.relpath(os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), "README.md"),
+        os.path.dirname(os.path.abspath(path)))
     parts += ["", "Why a target is missed, measured: [the benchmark's README]"
-              "(../README.md#why-some-targets-are-missed)."]
+              f"({readme}#why-some-targets-are-missed)."]
     with open(path, "w") as stream:
         stream.write("\n".join(parts) + "\n")
 
