@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 
-from guide.training import logdirs
+from guide.training import download, logdirs
 from guide.training.flags import UsageError
 
 from . import PROG, network, reaping
@@ -64,7 +64,7 @@ from .forking import LAUNCHER, PRELOAD, fork_mode
 from .options import (
     LaunchError,
     check_tensorflow,
-    fetch_data,
+    data_to_fetch,
     gpu_for,
     layout,
     logdir_of,
@@ -413,12 +413,18 @@ def main(argv):
         check_tensorflow()
         fork = fork_mode(os.environ.get(PRELOAD))
         logdirs.make(logdir, os.path.join(logdir, "logs"))
-        fetch_data(full_args)
+        # Once, before any task or the job's namespace exists.
+        fetched = data_to_fetch(full_args)
+        if fetched:
+            say(f"downloading {download.TITLE[fetched]} into "
+                f"{download.cache_folder()}")
+            download.fetch(fetched)
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),
             argv + full_args[len(script_args):], options.timeout)
-    except (LaunchError, UsageError, network.NetworkError) as error:
+    except (LaunchError, UsageError, network.NetworkError,
+            download.FetchError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     if isinstance(job_network, int):

@@ -11,9 +11,8 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
-from guide.training import download
+from guide.training import download, logdirs
 
 from . import PROG, network
 
@@ -185,9 +184,7 @@ def logdir_of(script, script_args):
             return script_args[index + 1], script_args
         if flag.startswith("--logdir="):
             return flag.split("=", 1)[1], script_args
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
-                          f"{stamp}-{os.getpid()}")
+    logdir = logdirs.new_run_folder(script)
     return logdir, script_args + ["--logdir", logdir]
 
 
@@ -201,19 +198,14 @@ def data_set_of(script_args):
     return known.dataset, known.data_dir
 
 
-def fetch_data(script_args):
-    """Fetches the real data set the tasks will read, once, before any task
-    starts and before the job's namespace exists: in a private network the
-    tasks have no route out, and one download beats one per task."""
+def data_to_fetch(script_args):
+    """The real data set the tasks will read and the launcher must fetch
+    first (in a private network they have no route out), or None: none,
+    --data_dir gives it, or it is in the cache already."""
     name, data_dir = data_set_of(script_args)
     if name not in download.FILES or data_dir or download.is_cached(name):
-        return
-    print(f"[launch] downloading {download.TITLE[name]} into "
-          f"{download.cache_folder()}", flush=True)
-    try:
-        download.fetch(name)
-    except download.FetchError as error:
-        raise LaunchError(str(error)) from None
+        return None
+    return name
 
 
 def visible_gpus():

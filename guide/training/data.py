@@ -109,11 +109,6 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
                    images[num_train:], labels[num_train:])
 
 
-def keras_cache():
-    """$KERAS_HOME/datasets (default ~/.keras/datasets): Keras's cache."""
-    return download.cache_folder()
-
-
 def real(name, data_dir=None):
     """MNIST or Fashion-MNIST, from `data_dir`, the cache or Keras."""
     if data_dir:
@@ -123,7 +118,7 @@ def real(name, data_dir=None):
                              f"{_expected_files(name)} there, or pass "
                              f"--data_dir with the folder that holds them")
         return found
-    cache = keras_cache()
+    cache = download.cache_folder()
     cached = _read_cache(name, cache)
     if cached is not None:
         return cached
@@ -328,7 +323,7 @@ def _refused(path, message):
 def _remedy(path):
     """What to do about a damaged file: Keras downloads a fresh copy of one
     missing from its cache; only the user can replace one elsewhere."""
-    cache = os.path.abspath(keras_cache())
+    cache = os.path.abspath(download.cache_folder())
     if os.path.abspath(path).startswith(cache + os.sep):
         return "delete it to download a fresh copy"
     if path.endswith(".npz"):
