@@ -64,7 +64,7 @@ from .forking import LAUNCHER, PRELOAD, fork_mode
 from .options import (
     LaunchError,
     check_tensorflow,
-    data_to_fetch,
+    fetch_data,
     gpu_for,
     layout,
     logdir_of,
@@ -413,12 +413,7 @@ def main(argv):
         check_tensorflow()
         fork = fork_mode(os.environ.get(PRELOAD))
         logdirs.make(logdir, os.path.join(logdir, "logs"))
-        # Once, before any task or the job's namespace exists.
-        fetched = data_to_fetch(full_args)
-        if fetched:
-            say(f"downloading {download.TITLE[fetched]} into "
-                f"{download.cache_folder()}")
-            download.fetch(fetched)
+        fetch_data(full_args, say)
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),

@@ -198,14 +198,15 @@ def data_set_of(script_args):
     return known.dataset, known.data_dir
 
 
-def data_to_fetch(script_args):
-    """The real data set the tasks will read and the launcher must fetch
-    first (in a private network they have no route out), or None: none,
-    --data_dir gives it, or it is in the cache already."""
+def fetch_data(script_args, say):
+    """Fetches the real data set the tasks will read, once, before any task
+    starts and before the job's namespace exists: in a private network the
+    tasks have no route out. `say` tells the user it is downloading."""
     name, data_dir = data_set_of(script_args)
     if name not in download.FILES or data_dir or download.is_cached(name):
-        return None
-    return name
+        return
+    say(f"downloading {download.TITLE[name]} into {download.cache_folder()}")
+    download.fetch(name)
 
 
 def visible_gpus():
