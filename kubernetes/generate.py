@@ -91,14 +91,15 @@ def roles(example):
     - a GPU for each training worker where run.sh gives each worker one."""
     chief_trains = not example.coordinator
     listed = [
-        Role("chief", 1, shares_logdir=True,
-             gpu=chief_trains and example.gpu_per_worker),
+        Role("chief", 1, gpu=chief_trains and example.gpu_per_worker),
         Role("ps", example.ps),
         Role("worker", example.workers - chief_trains,
              gpu=example.gpu_per_worker),
-        Role("evaluator", int(chief_trains), shares_logdir=True),
+        Role("evaluator", int(chief_trains)),
     ]
-    return [role for role in listed if role.count]
+    # The disk rule, where the chief is a type of its own, as a coordinator.
+    return [dataclasses.replace(role, shares_logdir=examples.shares_chief_disk(
+                role.task_type, coordinator=True)) for role in listed if role.count]
 
 
 def claim_name(example):

@@ -180,7 +180,7 @@ class Served:
     user, is a ConnectionError."""
 
     def __init__(self, argv, env, net_fd, name, server, cwd=None,
-                 output=None):
+                 output=None, disk=None):
         # Its output goes to the fd `output` if given, else to a pipe that
         # self.stdout reads, as with Popen(stdout=PIPE, stderr=STDOUT).
         if output is None:
@@ -197,8 +197,11 @@ class Served:
             self._connection.close()
             raise ConnectionError(f"the fork server at {server} runs as uid "
                                   f"{uid}, not as you; not asking it")
-        request = json.dumps({"argv": list(argv), "env": dict(env),
-                              "cwd": cwd or os.getcwd(), "name": name}).encode()
+        fields = {"argv": list(argv), "env": dict(env),
+                  "cwd": cwd or os.getcwd(), "name": name}
+        if disk is not None:  # a disks.Disk, which the task enters
+            fields["disk"] = json.loads(disk.to_json())
+        request = json.dumps(fields).encode()
         user_fd = os.open("/proc/self/ns/user", os.O_RDONLY)
         own_net_fd = None
         if net_fd is None:

@@ -147,9 +147,10 @@ class Launcher:
             if self.options.gpu_per_worker:
                 env["CUDA_VISIBLE_DEVICES"] = gpu_for(job, index, gpus)
             log_path = os.path.join(self.logdir, "logs", f"{job}-{index}.log")
-            self.tasks.append(Task(job, index, command, env, log_path,
-                                   self.network.namespace(number), self.fork,
-                                   self.namespace))
+            self.tasks.append(Task(
+                job, index, command, env, log_path, self.network.namespace(number),
+                self.fork, self.namespace,
+                self.network.disk(self.logdir, job, index, self.options)))
         for task in self.tasks:
             self.read(task)
 

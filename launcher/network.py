@@ -9,9 +9,10 @@ reach them.
   system does not allow unprivileged user namespaces, the job runs as
   `host` after one warning line.
 - hosts: the same namespace, and in it one network namespace per task, each
-  with an address of its own (10.10.0.2, 10.10.0.3, ...) on a bridge: a
-  multi-host cluster on one machine. The addresses exist only inside the
-  job's namespace, so nothing is ever sent anywhere else.
+  with an address of its own (10.10.0.2, 10.10.0.3, ...) on a bridge, and a
+  disk of its own (disks.py): a multi-host cluster on one machine. The
+  addresses exist only inside the job's namespace, so nothing is ever sent
+  anywhere else.
 - host: every task in this machine's network namespace on 127.0.0.1, where
   TensorFlow's servers listen on every interface.
 
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import threading
 
-from . import PROG
+from . import PROG, disks
 
 MODES = ("private", "hosts", "host")
 # Set by the outer launcher for the one it starts inside the namespace.
@@ -228,6 +229,11 @@ class Network:
         """What task `number` runs before exec to join its namespace."""
         return entering(self.namespace(number))
 
+    def disk(self, logdir, job, index, options):
+        """The disk task job:index sees its `logdir` on (disks.Disk), or
+        None for the machine's own file system."""
+        return None
+
 
 class Hosts(Network):
     """Task k in a network namespace of its own at 10.10.0.<k+2>, on a
@@ -273,6 +279,10 @@ class Hosts(Network):
 
     def namespace(self, number):
         return self.namespaces[number]
+
+    def disk(self, logdir, job, index, options):
+        return disks.for_task(logdir, job, index, options.coordinator,
+                              options.disk_on_restart == "empty")
 
 
 def enter(namespace_fd, kind=CLONE_NEWNET):

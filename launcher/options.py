@@ -14,7 +14,7 @@ import sys
 
 from guide.training import download, logdirs
 
-from . import PROG, network
+from . import PROG, disks, network
 
 # What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
 # training on the synthetic data, measured at 775 MiB resident (VmHWM).
@@ -43,6 +43,12 @@ checkpoint. It is what torchrun's `--max-restarts` does, which always
 restarts every worker of the group; without it, as Kubernetes does for a
 pod, only the task that failed is restarted. --ps 0 does not imply it: a job
 asks for it, as Multi-Worker-Mirrored-Strategy's run.sh does.
+
+Disks (--network hosts): each task sees the --logdir as a disk of its own,
+but for the chief and the evaluator, who share the logdir itself; the
+others' are folders of <logdir>/disks/ (launcher/disks.py). A restarted
+task keeps its disk, as a restarted container does; --disk_on_restart empty
+starts it on an empty one instead, as a pod rescheduled on another node.
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
@@ -94,6 +100,11 @@ def parse_command_line(argv):
                              f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
                              f"in the memory available")
     add_network_option(parser)
+    parser.add_argument("--disk_on_restart", choices=disks.ON_RESTART,
+                        default="kept",
+                        help="with --network hosts: whether a restarted task "
+                             "keeps its disk (default) or starts on an empty "
+                             "one; see below")
     head = argv[:argv.index("--")] if "--" in argv else argv
     if "-h" in head or "--help" in head:
         parser.print_help()
@@ -106,7 +117,8 @@ def parse_command_line(argv):
     if unknown:
         raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
                           f"--ps, --workers, --coordinator, --evaluator, "
-                          f"--max_restarts, --restart_group, --timeout and "
+                          f"--max_restarts, --restart_group, --timeout, "
+                          f"--network, --disk_on_restart and "
                           f"--ignore_memory_check")
     if split + 1 >= len(argv):
         raise LaunchError("no script given after --")
@@ -127,6 +139,9 @@ def parse_command_line(argv):
     if options.max_restarts < 0:
         raise LaunchError(f"--max_restarts must be 0 or more, got "
                           f"{options.max_restarts}")
+    if options.disk_on_restart != "kept" and options.network != "hosts":
+        raise LaunchError("--disk_on_restart needs --network hosts, where "
+                          "each task has a disk of its own")
     if not options.timeout > 0:
         raise LaunchError(f"--timeout must be positive, got {options.timeout}")
     if not os.path.isfile(script):

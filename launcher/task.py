@@ -4,7 +4,7 @@ file and its last lines of output. Standard library only."""
 import collections
 import subprocess
 
-from . import network, reaping
+from . import disks, network, reaping
 from .forking import LAUNCHER, Forked, Served
 
 LAST_LINES = 15
@@ -14,7 +14,7 @@ class Task:
     """One child process, its log file and its last lines of output."""
 
     def __init__(self, job, index, command, env, log_path, namespace=None,
-                 fork=None, processes=None):
+                 fork=None, processes=None, disk=None):
         self.name = f"{job}:{index}"
         # None: a new Python; LAUNCHER: forked from this launcher; else the
         # socket of the fork server that forks it (forking.py).
@@ -23,6 +23,8 @@ class Task:
         # `namespace`, if given, is the fd of the network namespace the task
         # joins as it starts (--network hosts).
         self.command, self.env, self.namespace = command, env, namespace
+        # Its disks.Disk (--network hosts), or None: the machine's files.
+        self.disk = disk
         # The job's PID namespace (reaping.JobNamespace), if it has one.
         self.processes = processes
         self.log = open(log_path, "w", buffering=1)
@@ -36,6 +38,8 @@ class Task:
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file), in the job's PID namespace."""
+        if self.process is not None and self.disk and self.disk.empty_on_restart:
+            self.disk.renew()
         if self.processes is None or self.fork not in (None, LAUNCHER):
             self.start()
         else:
@@ -45,22 +49,31 @@ class Task:
         if self.fork == LAUNCHER:
             # Forked runs Python in the child by design (it is the point);
             # the child replaces the streams a reader thread may hold.
-            self.process = Forked(self.command[1:], self.env,
-                                  network.entering(self.namespace), self.name)
+            self.process = Forked(self.command[1:], self.env, self.entering,
+                                  self.name)
             return
         if self.fork:
             self.process = Served(self.command[1:], self.env, self.namespace,
-                                  self.name, self.fork)
+                                  self.name, self.fork, disk=self.disk)
             return
         # No preexec_fn: a restart happens while reader threads run, and a
         # forked child must then run no Python before exec. The session is
         # made by Popen's C code, the parent-death signal by an exec
-        # wrapper, and the namespace is this thread's while it forks.
+        # wrapper, the network namespace is this thread's while it forks,
+        # and the disk is mounted by a wrapper of its own.
         with network.entered(self.namespace):
             self.process = reaping.Spawned(
-                network.DIE_WITH_PARENT + self.command, env=self.env,
+                network.DIE_WITH_PARENT + disks.wrapper(self.disk) +
+                self.command, env=self.env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True)
+
+    def entering(self):
+        """In a forked child: joins the task's network namespace and disk."""
+        if self.namespace is not None:
+            network.enter(self.namespace)
+        if self.disk is not None:
+            disks.enter(self.disk.logdir, self.disk.source, self.disk.hidden)
 
     def stop(self, sig):
         """Signals the task's whole process group, if the task has not

@@ -17,7 +17,7 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
                     choices=("ok", "fail", "fail_once", "bad_input", "hang",
-                             "ps_fails_last", "group_fails_once"))
+                             "ps_fails_last", "group_fails_once", "disks"))
 parser.add_argument("--logdir")
 parser.add_argument("--child", action="store_true")
 parser.add_argument("--dataset")  # taken, as the examples take them, and unused
@@ -54,16 +54,26 @@ def wait_for_ready(addresses, limit_s=30.0):
             time.sleep(0.05)  # polling a port: nothing to wait on
 
 
+# The addresses that have connected, which --mode disks waits for.
+callers, called = set(), threading.Condition()
+
+
 def answer_ready(listener):
     """Sends a byte on every connection: "this task has said ready"."""
     while True:
-        connection, _ = listener.accept()
+        connection, (caller, _) = listener.accept()
         with connection:
             connection.sendall(b"r")
+        with called:
+            callers.add(caller)
+            called.notify_all()
 
 
 config = json.loads(os.environ["TF_CONFIG"])
 job, index = config["task"]["type"], config["task"]["index"]
+if args.mode == "disks":  # a file of its own, written before it says ready
+    with open(os.path.join(args.logdir, f"{job}-{index}.txt"), "w") as mine:
+        mine.write(job)
 host, port = config["cluster"][job][index].rsplit(":", 1)
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 # Its own address: in --network hosts it exists only in the task's namespace.
@@ -102,6 +112,31 @@ if args.mode == "ps_fails_last":
         sys.exit(3)
     make_pipe(pipe)
     held = open(pipe, "wb")  # closed as the worker exits
+elif args.mode == "disks":
+    # Once every task has written its file: what this one sees of them all.
+    wait_for_ready([address for addresses in config["cluster"].values()
+                    for address in addresses])
+    seen = sorted(os.path.relpath(os.path.join(folder, name), args.logdir)
+                  for folder, _, names in os.walk(args.logdir) for name in names)
+    writable = []
+    for folder in ("disks", "logs"):
+        try:
+            open(os.path.join(args.logdir, folder, "mine"), "w").close()
+            writable.append(folder)
+        except FileNotFoundError:
+            pass  # not there: a disk of its own
+        except OSError:
+            pass  # hidden, read-only
+    print(f"sees {','.join(seen)} can write {','.join(writable) or 'none'}",
+          flush=True)
+    if job == "ps":
+        signal.pause()
+    # Up until every other task has asked it (each has its own address).
+    others = {address.rsplit(":", 1)[0] for addresses in config["cluster"].values()
+              for address in addresses} - {host}
+    with called:
+        if not called.wait_for(lambda: others <= callers, timeout=30):
+            sys.exit(f"fake_task.py: not asked by {sorted(others - callers)}")
 elif job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it
 elif args.mode == "fail_once" and job == "worker" and index == 1 \

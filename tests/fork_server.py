@@ -13,7 +13,8 @@ LAUNCH_PRELOAD_TENSORFLOW=SOCKET then sends it each task to fork
 (launcher/forking.py's `Served`, whose request this answers). The test
 suite runs one per test process (tests/conftest.py). Each task starts as
 the launcher would start it (`run_forked`), in the launcher's user
-namespace and the task's network namespace; the server reaps it and tells
+namespace, the task's network namespace and its disk, if it has one
+(launcher/disks.py); the server reaps it and tells
 its launcher its exit code, and kills it if that launcher goes. Standard
 library only, but for TensorFlow itself.
 """
@@ -33,7 +34,7 @@ import time
 # then takes (run_forked), as with a task the launcher forks.
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from launcher import network  # noqa: E402
+from launcher import disks, network  # noqa: E402
 from launcher.forking import CREDENTIALS, LENGTH, run_forked  # noqa: E402
 from launcher.network import die_with_parent  # noqa: E402
 
@@ -88,6 +89,12 @@ def parse(data, fds):
     if not strings or not all(isinstance(item, str) for item in [
             *request["argv"], *request["env"], *request["env"].values()]):
         raise Refused("not a request of argv, env, cwd and name")
+    disk = request.get("disk")
+    if disk is not None and not (
+            isinstance(disk, dict) and isinstance(disk.get("hidden"), list)
+            and all(isinstance(item, str) for item in [
+                disk.get("logdir"), disk.get("source"), *disk["hidden"]])):
+        raise Refused("a disk that is not a logdir, a source and hidden folders")
     return request, fds
 
 
@@ -228,6 +235,9 @@ class Server:
             def enter():
                 os.chdir(request["cwd"])
                 join_namespaces(user_fd, net_fd)
+                disk = request.get("disk")
+                if disk is not None:  # --network hosts: the task's own disk
+                    disks.enter(disk["logdir"], disk["source"], disk["hidden"])
 
             run_forked(request["argv"], request["env"], enter, request["name"],
                        pipe)  # never returns

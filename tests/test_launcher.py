@@ -14,6 +14,7 @@ from conftest import (
     REPO,
     Running,
     env_without_tf_config,
+    error_lines,
     processes_mentioning,
     run,
     run_together,
@@ -381,3 +382,49 @@ def test_no_fetch_when_the_data_comes_from_data_dir(run_dir, tmp_path):
                  timeout=60, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "downloading" not in result.stdout
+
+
+@EVERY_PATH
+@pytest.mark.skipif(network.namespaces_unavailable() is not None,
+                    reason="this system does not allow user namespaces")
+def test_in_network_hosts_each_task_sees_its_own_disk_only(run_dir):
+    result = run(launch(run_dir, "--network", "hosts", "--evaluator",
+                        mode="disks"), timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = dict(re.findall(r"^\[(\S+)\] sees (.*)$", result.stdout, re.MULTILINE))
+    # The disk rule: the chief (worker 0) and the evaluator share the logdir,
+    # under which the others' disks and the launcher's logs are hidden.
+    shared = "evaluator-0.txt,worker-0.txt can write none"
+    assert seen == {"ps:0": "ps-0.txt can write none",
+                    "worker:0": shared, "evaluator:0": shared,
+                    "worker:1": "worker-1.txt can write none"}
+    disks = run_dir / "run" / "disks"
+    assert sorted(os.listdir(disks)) == ["ps-0", "worker-1"]
+    assert os.listdir(disks / "ps-0") == ["ps-0.txt"]
+
+
+@pytest.mark.skipif(network.namespaces_unavailable() is not None,
+                    reason="this system does not allow user namespaces")
+def test_a_task_restarted_on_an_empty_disk_has_lost_its_files(run_dir):
+    kept = run(launch(run_dir, "--network", "hosts", "--max_restarts", "2",
+                      mode="fail_once"), timeout=60)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert kept.stdout.count("[worker:1] worker 1 fails this once") == 1
+    # Its marker of the first failure is gone with its disk, so it fails again.
+    empty = run([*LAUNCHER, "--network", "hosts", "--max_restarts", "2",
+                 "--disk_on_restart", "empty", "--", FAKE, "--mode",
+                 "fail_once", "--logdir", str(run_dir / "empty")], timeout=60)
+    assert empty.returncode == 1, empty.stdout + empty.stderr
+    assert empty.stdout.count("[worker:1] worker 1 fails this once") == 3
+    disks = run_dir / "empty" / "disks"
+    assert sorted(os.listdir(disks)) == [
+        "ps-0", "worker-1", "worker-1.lost-1", "worker-1.lost-2"]
+    assert os.listdir(disks / "worker-1.lost-1") == ["failed_once"]
+
+
+def test_disk_on_restart_needs_network_hosts(run_dir):
+    result = run(launch(run_dir, "--disk_on_restart", "empty"), timeout=60)
+    assert result.returncode == 2
+    assert error_lines(result.stderr) == [
+        "launch.sh: error: --disk_on_restart needs --network hosts, where each "
+        "task has a disk of its own"]
