@@ -13,6 +13,10 @@ import pytest
 
 from conftest import LAUNCHER, PYTHON, REPO, Running, read_result, task_pid
 
+# Every task on a disk of its own but for the chief and the evaluator, as on
+# separate machines (launcher/disks.py).
+SEPARATE_DISKS = ("--network", "hosts")
+
 
 class Run(Running):
     """A launcher run whose output is read in order: each wait looks only at
@@ -41,11 +45,11 @@ class Run(Running):
             self.lines.extend(raw.decode(errors="replace") for raw in complete)
 
 
-def kill(run, logdir, job, index, restart_number):
+def kill(run, logdir, job, index, restart_number, max_restarts=3):
     os.kill(task_pid(logdir, job, index), signal.SIGKILL)
     run.next_line(
         rf"^\[launch\] {job}:{index} died \(signal 9\); restarting it "
-        rf"\({restart_number} of 3\)", timeout=60)
+        rf"\({restart_number} of {max_restarts}\)", timeout=60)
 
 
 def pause(logdir, job, index):
@@ -135,10 +139,12 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
 
 
 def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
+    """On separate disks (--network hosts): the chief and the evaluator
+    share the logdir, the ps and worker 1 each have their own."""
     logdir = run_dir / "run"
     code, output, resumed = three_kills(
         logdir, os.path.join(REPO, "Hogwild", "hogwild.py"), asynchronous=True,
-        launcher_flags=["--evaluator"])
+        launcher_flags=["--evaluator", *SEPARATE_DISKS])
     assert code == 0, output[-3000:]
     assert "all 2 worker(s) and the evaluator finished" in output
     result = read_result(logdir)
@@ -180,14 +186,18 @@ def test_a_logdir_of_another_model_or_example_is_refused(tmp_path):
             logdirs.claim(logdir, "one.py")
 
 
-def test_sagn_survives_a_killed_worker_and_chief(run_dir):
+def test_sagn_survives_a_killed_worker_chief_and_ps_on_empty_disks(run_dir):
     """SAGN's per-round barrier (`sync.step_barrier`): a worker, then the
     chief (and with it the thread that applies the updates), killed mid-run
-    and restarted rejoin the round they left, and the run completes."""
+    and restarted rejoin the round they left. Each restarts on an empty disk
+    (a new pod): the chief carries on from the ps, then saves again, and
+    after ps 0 is lost restores that checkpoint, and the run completes."""
     logdir = run_dir / "run"
-    run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "300", "--",
-               os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "40",
-               "--log_every", "1", "--logdir", str(logdir)])
+    run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "300",
+               *SEPARATE_DISKS, "--disk_on_restart", "empty", "--",
+               os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "60",
+               "--log_every", "1", "--save_checkpoint_steps", "5",
+               "--logdir", str(logdir)])
     try:
         next_step(run, "worker:1", at_least=10)
         kill(run, logdir, "worker", 1, 1)
@@ -196,14 +206,57 @@ def test_sagn_survives_a_killed_worker_and_chief(run_dir):
         kill(run, logdir, "worker", 0, 2)
         resumed = int(run.next_line(
             r"^\[worker:0\] resuming at global step (\d+) from the parameter "
-            r"servers' current values", timeout=120)[1])
-        next_step(run, "worker:0")
+            r"servers' (current values|current values \(no checkpoint yet\))$",
+            timeout=120)[1])
+        # A round is synchronous: the workers wait while the ps restarts.
+        at_ps_kill = next_step(run, "worker:0", at_least=resumed + 15)
+        kill(run, logdir, "ps", 0, 3)
+        restored = int(run.next_line(
+            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
+            timeout=120)[1])
         code, output = run.finish(timeout=240)
     finally:
         run.kill()
     assert code == 0, output[-3000:]
     assert resumed >= at_kill  # the model stayed on the ps
-    assert read_result(logdir)["global_step"] >= 40
+    # From the new chief's disk, which holds only its own checkpoints.
+    assert resumed < restored <= at_ps_kill
+    assert read_result(logdir)["global_step"] >= 60
+    assert sorted(os.listdir(logdir / "disks")) == [
+        "chief.lost-1", "ps-0", "ps-0.lost-1", "worker-1", "worker-1.lost-1"]
+    assert (logdir / "disks" / "chief.lost-1" / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("folder, script", [
+    ("DOWNPOUR", "downpour.py"), ("Synchronous-SGD", "synchronous_sgd.py")])
+def test_ps_0_killed_mid_run_on_its_own_disk(run_dir, folder, script):
+    """A ps restarted on an empty disk of its own gets the model back from
+    the chief's last checkpoint, which is on the chief's disk."""
+    logdir = run_dir / "run"
+    run = Run([*LAUNCHER, "--max_restarts", "1", "--timeout", "300",
+               *SEPARATE_DISKS, "--disk_on_restart", "empty", "--",
+               os.path.join(REPO, folder, script), "--train_steps", "300",
+               "--log_every", "10", "--save_checkpoint_steps", "40",
+               "--logdir", str(logdir)])
+    try:
+        at_kill = next_step(run, "worker:0", at_least=100)
+        # The workers stand still while the ps dies, so that the last
+        # checkpoint is known: the one the chief must restore.
+        go_on = [pause(logdir, "worker", index) for index in (0, 1)]
+        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
+                              (logdir / "checkpoint").read_text())[1])
+        kill(run, logdir, "ps", 0, 1, max_restarts=1)
+        for function in go_on:
+            function()
+        restored = int(run.next_line(
+            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
+            timeout=120)[1])
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    assert code == 0, output[-3000:]
+    assert saved <= restored <= saved + 10 and restored <= at_kill + 10
+    assert read_result(logdir)["global_step"] >= 300
 
 
 def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
