@@ -12,9 +12,11 @@ This is the rule the Kubernetes manifests follow (guide/examples.py,
 every other pod an emptyDir of its own.
 
 A restarted task keeps its disk, as a restarted container keeps its pod's
-volumes, unless the launcher was told `--disk_on_restart empty`: then it
-starts on an empty one, as a pod rescheduled on another node would, and the
-old one is kept aside as <logdir>/disks/<name>.lost-<n>.
+volumes (`--disk_on_restart kept`, the default). With `empty` it starts on
+an empty one, as a pod created anew on another node would with an emptyDir,
+but for the chief's disk, which is the manifests' persistent volume; with
+`empty_all` the chief's disk too (a job with no persistent volume). An old
+disk is kept aside as <logdir>/disks/<name>.lost-<n>.
 
 Standard library only, and runnable as a program, which is how a task
 started as a new Python enters its disk (no Python code may run between
@@ -35,7 +37,7 @@ MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 FOLDER = "disks"
 # The launcher's own folder in the logdir: the tasks' logs (job.py).
 LOGS = "logs"
-ON_RESTART = ("kept", "empty")
+ON_RESTART = ("kept", "empty", "empty_all")
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
@@ -78,19 +80,21 @@ class Disk:
                            "hidden": list(self.hidden)})
 
 
-def for_task(logdir, job, index, coordinator, empty_on_restart=False):
-    """Task job:index's Disk under the disk rule; makes its folder."""
+def for_task(logdir, job, index, coordinator, on_restart="kept"):
+    """Task job:index's Disk under the disk rule, what becomes of it on a
+    restart (one of ON_RESTART); makes its folder."""
     from guide.examples import shares_chief_disk
     logdir = os.path.abspath(logdir)
     disks = os.path.join(logdir, FOLDER)
     os.makedirs(disks, exist_ok=True)
     if shares_chief_disk(job, index, coordinator):
         return Disk(logdir, logdir, (disks, os.path.join(logdir, LOGS)),
-                    empty_on_restart=empty_on_restart)
+                    empty_on_restart=on_restart == "empty_all")
     name = f"{job}-{index}"
     source = os.path.join(disks, name)
     os.makedirs(source, exist_ok=True)
-    return Disk(logdir, source, name=name, empty_on_restart=empty_on_restart)
+    return Disk(logdir, source, name=name,
+                empty_on_restart=on_restart != "kept")
 
 
 def call(what, result):

@@ -282,7 +282,7 @@ class Hosts(Network):
 
     def disk(self, logdir, job, index, options):
         return disks.for_task(logdir, job, index, options.coordinator,
-                              options.disk_on_restart == "empty")
+                              options.disk_on_restart)
 
 
 def enter(namespace_fd, kind=CLONE_NEWNET):

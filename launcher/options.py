@@ -47,8 +47,10 @@ asks for it, as Multi-Worker-Mirrored-Strategy's run.sh does.
 Disks (--network hosts): each task sees the --logdir as a disk of its own,
 but for the chief and the evaluator, who share the logdir itself; the
 others' are folders of <logdir>/disks/ (launcher/disks.py). A restarted
-task keeps its disk, as a restarted container does; --disk_on_restart empty
-starts it on an empty one instead, as a pod rescheduled on another node.
+task keeps its disk, as a restarted container does. --disk_on_restart empty
+starts it on an empty one instead, as a pod created anew on another node,
+but for the chief's and evaluator's disk, a persistent volume on
+Kubernetes; empty_all, that one too (a job with no persistent volume).
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
@@ -103,8 +105,9 @@ def parse_command_line(argv):
     parser.add_argument("--disk_on_restart", choices=disks.ON_RESTART,
                         default="kept",
                         help="with --network hosts: whether a restarted task "
-                             "keeps its disk (default) or starts on an empty "
-                             "one; see below")
+                             "keeps its disk (default), starts on an empty one "
+                             "but for the chief's, or on an empty one in all "
+                             "cases; see below")
     head = argv[:argv.index("--")] if "--" in argv else argv
     if "-h" in head or "--help" in head:
         parser.print_help()

@@ -6,7 +6,10 @@ Not part of the test suite (it takes minutes per example); run it with
 
     python tests/faults.py [--runs 5] [--steps 600] [EXAMPLE ...]
 
-Each run is the example's run.sh with `--max_restarts 3`. Once the global
+Each run is the example's run.sh with `--max_restarts 3`, by default on
+separate disks as on separate machines (`--network hosts --disk_on_restart
+empty`: a restarted task starts on an empty disk, but for the chief's
+persistent one; launcher/disks.py). Once the global
 step passes a random point between 20% and 70% of --steps, one task is
 SIGKILLed by pid: any worker or ps 0 for the examples whose whole recovery
 is shown (Hogwild, DOWNPOUR, Synchronous-SGD), a worker for the others. A
@@ -78,13 +81,14 @@ def victims(example, workers):
     return tasks
 
 
-def run_once(example, steps, timeout, logdir, rng):
+def run_once(example, steps, timeout, logdir, rng, launcher_flags=()):
     """One run with one kill; returns (survived, victim, steps lost, seconds
     to recover, final global step)."""
     target = int(steps * rng.uniform(0.2, 0.7))
     job = index = None
     command = ["bash", os.path.join(REPO, example, "run.sh"), "--max_restarts",
-               "3", "--timeout", str(timeout), "--train_steps", str(steps),
+               "3", *launcher_flags, "--timeout", str(timeout),
+               "--train_steps", str(steps),
                "--log_every", str(max(1, steps // 60)), "--logdir", logdir]
     process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
@@ -132,7 +136,8 @@ def run_once(example, steps, timeout, logdir, rng):
     return survived, f"{job}:{index}", lost, recovered, final
 
 
-def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40):
+def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40,
+                launcher_flags=()):
     """Runs `folder`'s run.sh (which asks for --restart_group) with
     --max_restarts 3 and SIGKILLs worker 1, then the chief, once the group
     is back; the other worker stands still (SIGSTOP) meanwhile, so that the
@@ -140,7 +145,8 @@ def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40):
     kill lost: the step at the kill minus the one the group resumed at)."""
     logdir = pathlib.Path(logdir)
     run = Run(["bash", os.path.join(REPO, folder, "run.sh"), "--max_restarts",
-               "3", "--timeout", "400", "--train_steps", str(train_steps),
+               "3", *launcher_flags, "--timeout", "400",
+               "--train_steps", str(train_steps),
                "--log_every", "10",
                "--save_checkpoint_steps", str(checkpoint_steps),
                "--logdir", str(logdir)])
@@ -190,7 +196,17 @@ def main():
                         help="skip the runs that kill worker 1, the chief "
                              "and ps 0 in turn (an allreduce: worker 1 and "
                              "the chief)")
+    parser.add_argument("--network", default="hosts",
+                        help="the launcher's --network (default hosts: a "
+                             "disk of its own for each task)")
+    parser.add_argument("--disk_on_restart", default="empty",
+                        help="with --network hosts: the launcher's "
+                             "--disk_on_restart (default empty)")
     args = parser.parse_args()
+    flags = ["--network", args.network]
+    if args.network == "hosts":
+        flags += ["--disk_on_restart", args.disk_on_restart]
+    print(f"launcher flags: {' '.join(flags)}", flush=True)
     rng = random.Random(args.seed)
     scratch = tempfile.mkdtemp(prefix="faults-")
     all_survived = True
@@ -203,7 +219,8 @@ def main():
         try:
             code, _, _ = three_kills(
                 logdir, script,
-                asynchronous=not examples.BY_FOLDER[example].synchronous)
+                asynchronous=not examples.BY_FOLDER[example].synchronous,
+                launcher_flags=flags)
             ok, what = judged(logdir, code)
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
@@ -217,7 +234,7 @@ def main():
         logdir = os.path.join(scratch, f"{example}-group-kills")
         started = time.monotonic()
         try:
-            code, _, lost = group_kills(logdir, example)
+            code, _, lost = group_kills(logdir, example, launcher_flags=flags)
             ok, what = judged(logdir, code)
             what += f", steps lost {lost}"
         except Exception as error:  # noqa: BLE001 - reported, then the next
@@ -231,7 +248,7 @@ def main():
         for number in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{number}")
             ok, victim, steps_lost, seconds, final = run_once(
-                example, args.steps, args.timeout, logdir, rng)
+                example, args.steps, args.timeout, logdir, rng, flags)
             survived += ok
             lost.append(steps_lost)
             if seconds is not None:

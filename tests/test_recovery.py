@@ -190,11 +190,12 @@ def test_sagn_survives_a_killed_worker_chief_and_ps_on_empty_disks(run_dir):
     """SAGN's per-round barrier (`sync.step_barrier`): a worker, then the
     chief (and with it the thread that applies the updates), killed mid-run
     and restarted rejoin the round they left. Each restarts on an empty disk
-    (a new pod): the chief carries on from the ps, then saves again, and
-    after ps 0 is lost restores that checkpoint, and the run completes."""
+    (a new pod, with no persistent volume): the chief carries on from the
+    ps, then saves again, and after ps 0 is lost restores that checkpoint,
+    and the run completes."""
     logdir = run_dir / "run"
     run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "300",
-               *SEPARATE_DISKS, "--disk_on_restart", "empty", "--",
+               *SEPARATE_DISKS, "--disk_on_restart", "empty_all", "--",
                os.path.join(REPO, "SAGN", "sagn.py"), "--train_steps", "60",
                "--log_every", "1", "--save_checkpoint_steps", "5",
                "--logdir", str(logdir)])
@@ -230,8 +231,8 @@ def test_sagn_survives_a_killed_worker_chief_and_ps_on_empty_disks(run_dir):
 @pytest.mark.parametrize("folder, script", [
     ("DOWNPOUR", "downpour.py"), ("Synchronous-SGD", "synchronous_sgd.py")])
 def test_ps_0_killed_mid_run_on_its_own_disk(run_dir, folder, script):
-    """A ps restarted on an empty disk of its own gets the model back from
-    the chief's last checkpoint, which is on the chief's disk."""
+    """A ps restarted on an empty disk of its own (a new pod) gets the model
+    back from the chief's last checkpoint, on the chief's disk."""
     logdir = run_dir / "run"
     run = Run([*LAUNCHER, "--max_restarts", "1", "--timeout", "300",
                *SEPARATE_DISKS, "--disk_on_restart", "empty", "--",
@@ -255,7 +256,8 @@ def test_ps_0_killed_mid_run_on_its_own_disk(run_dir, folder, script):
     finally:
         run.kill()
     assert code == 0, output[-3000:]
-    assert saved <= restored <= saved + 10 and restored <= at_kill + 10
+    # The checkpoint saved last before the kill, on the chief's disk.
+    assert 40 <= saved <= restored <= saved + 10, (at_kill, saved, restored)
     assert read_result(logdir)["global_step"] >= 300
 
 
