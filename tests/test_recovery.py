@@ -228,6 +228,38 @@ def test_sagn_survives_a_killed_worker_chief_and_ps_on_empty_disks(run_dir):
     assert (logdir / "disks" / "chief.lost-1" / "checkpoint").exists()
 
 
+def test_an_evaluator_restarted_mid_run_goes_on_from_the_shared_disk(run_dir):
+    """The evaluator shares the chief's disk and no other: killed and
+    restarted (on that disk, which a new pod mounts again), it goes on
+    testing the chief's checkpoints and ends with the final one."""
+    logdir = run_dir / "run"
+    run = Run([*LAUNCHER, "--max_restarts", "1", "--timeout", "300",
+               "--evaluator", *SEPARATE_DISKS, "--disk_on_restart", "empty",
+               "--", os.path.join(REPO, "Hogwild", "hogwild.py"),
+               "--train_steps", "400", "--log_every", "10",
+               "--save_checkpoint_steps", "40", "--logdir", str(logdir)])
+    try:
+        run.next_line(r"^\[evaluator:0\] global_step \d+ test_accuracy",
+                      timeout=120)
+        # Training stands still meanwhile, so that the run outlasts the restart.
+        go_on = [pause(logdir, "worker", index) for index in (0, 1)]
+        kill(run, logdir, "evaluator", 0, 1, max_restarts=1)
+        for function in go_on:
+            function()
+        code, output = run.finish(timeout=240)
+    finally:
+        run.kill()
+    assert code == 0, output[-3000:]
+    result = read_result(logdir)
+    after = output.split("evaluator:0 died", 1)[1]
+    evaluated = re.findall(r"^\[evaluator:0\] global_step (\d+) test_accuracy "
+                           r"([\d.]+) ", after, re.MULTILINE)
+    assert evaluated, output[-3000:]
+    assert int(evaluated[-1][0]) == result["global_step"]
+    assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
+    assert sorted(os.listdir(logdir / "disks")) == ["ps-0", "worker-1"]
+
+
 @pytest.mark.parametrize("folder, script", [
     ("DOWNPOUR", "downpour.py"), ("Synchronous-SGD", "synchronous_sgd.py")])
 def test_ps_0_killed_mid_run_on_its_own_disk(run_dir, folder, script):
