@@ -297,13 +297,14 @@ def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
     """Multi-Worker-Mirrored-Strategy: worker 1, killed mid-run, takes the
     allreduce down with it; the launcher restarts both workers (run.sh asks
     for --restart_group) but not the evaluator, both resume from the chief's
-    last checkpoint (worker 1 by taking the chief's copy: it reads none), and
-    the run completes."""
+    last checkpoint (worker 1 by taking the chief's copy: it reads none, and
+    restarts on an empty disk of its own), and the run completes."""
     logdir = run_dir / "run"
     train_steps, checkpoint_steps = 200, 40
     run = Run(["bash", os.path.join(REPO, "Multi-Worker-Mirrored-Strategy",
                                     "run.sh"),
                "--max_restarts", "1", "--evaluator", "--timeout", "300",
+               *SEPARATE_DISKS, "--disk_on_restart", "empty",
                "--train_steps", str(train_steps), "--log_every", "10",
                "--save_checkpoint_steps", str(checkpoint_steps),
                "--logdir", str(logdir)])
@@ -339,6 +340,8 @@ def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
     assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
     assert (logdir / "logs" / "evaluator-0.log").read_text().count(
         "[launch]") == 0
+    # Worker 1 came back on a new disk; the chief's, the logdir, was kept.
+    assert sorted(os.listdir(logdir / "disks")) == ["worker-1", "worker-1.lost-1"]
 
 
 EVALUATOR_AFTER_THE_END = """
