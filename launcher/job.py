@@ -34,9 +34,8 @@ machine's network (network.py, docs/multi-host.md).
 Each task runs in its own process group, killed as a group when the task
 ends, and every task, and whatever it started, runs in a PID namespace of
 the job's own that the kernel empties when the launcher dies, however it
-dies (reaping.py), so no process of the job outlives the launcher. --ps, --workers,
---timeout, --max_restarts, --restart_group, --coordinator, --evaluator,
---network and --ignore_memory_check may also come after SCRIPT (that is how `bash run.sh
+dies (reaping.py), so no process of the job outlives the launcher. The
+launcher's options may also come after SCRIPT (that is how `bash run.sh
 --workers 4` reaches here); every other flag goes to SCRIPT.
 With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
 task from itself; set to a fork server's socket, that server forks them
@@ -72,9 +71,8 @@ from .options import (
     task_count,
     visible_gpus,
 )
-from .task import Task
+from .task import STOP_GRACE_S, Task, stop_group
 
-STOP_GRACE_S = 5.0
 # `--help` shows the script's flags, from a Python given this long.
 HELP_TIMEOUT_S = 120
 EXIT_TIMEOUT = 124
@@ -258,7 +256,8 @@ class Launcher:
                 task.log.write(f"[launch] {message}\n")
                 group = [task]
                 if self.options.restart_group:
-                    group = self.stop_group(task, finished, waiting, deadline)
+                    group = stop_group(self.tasks, self.events, task, finished,
+                                       waiting, deadline)
                     if group is None:
                         return self.timed_out()
                 for member in group:
@@ -298,46 +297,6 @@ class Launcher:
         say(f"timed out after {self.options.timeout:g} s (--timeout); "
             f"stopped every task")
         return EXIT_TIMEOUT
-
-    def stop_group(self, failed, finished, waiting, deadline):
-        """--restart_group: stops every task but the evaluator that is still
-        running, as `failed` is not, and waits (SIGTERM, then SIGKILL) until
-        each has exited; returns them with `failed`, the tasks to start again
-        (None if the job's `deadline` passed meanwhile). What other tasks
-        report meanwhile is kept for `supervise`."""
-        group = [task for task in self.tasks if task.job != "evaluator"
-                 and task not in finished]
-        running = {task for task in group if task is not failed
-                   and task not in waiting}
-        for task in group:
-            waiting.pop(task, None)  # a failed ps goes again with the rest
-        for task in running:
-            task.quiet = True
-            task.stop(signal.SIGTERM)
-        kill_at = time.monotonic() + STOP_GRACE_S
-        others = []
-        while running:
-            now = time.monotonic()
-            if now >= deadline:
-                return None
-            try:
-                task, code = self.events.get(
-                    timeout=max(0.0, min(kill_at, deadline) - now))
-            except queue.Empty:
-                for task in running:
-                    task.stop(signal.SIGKILL)
-                kill_at = float("inf")
-                continue
-            if task in running:
-                running.remove(task)
-                task.log.write(f"[launch] restarted with {failed.name}\n")
-            else:
-                others.append((task, code))
-        for event in others:
-            self.events.put(event)
-        for task in group:
-            task.quiet = False
-        return group
 
     def report(self, task, code):
         if task not in self.reported:

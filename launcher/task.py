@@ -2,12 +2,17 @@
 file and its last lines of output. Standard library only."""
 
 import collections
+import queue
+import signal
 import subprocess
+import time
 
 from . import disks, network, reaping
 from .forking import LAUNCHER, Forked, Served
 
 LAST_LINES = 15
+# How long a task gets to stop after SIGTERM, and its output to end.
+STOP_GRACE_S = 5.0
 
 
 class Task:
@@ -80,3 +85,44 @@ class Task:
         exited (not reaped yet, its pid is still its own)."""
         if not reaping.exited(self.process):
             network.kill_group(self.process.pid, sig)
+
+
+def stop_group(tasks, events, failed, finished, waiting, deadline):
+    """--restart_group: stops every task of `tasks` but the evaluator that
+    is still running, as `failed` is not, and waits (SIGTERM, then SIGKILL)
+    until each has exited, as its reader reports on `events`; returns them
+    with `failed`, the tasks to start again (None if the job's `deadline`
+    passed meanwhile). What other tasks report meanwhile is put back."""
+    group = [task for task in tasks if task.job != "evaluator"
+             and task not in finished]
+    running = {task for task in group if task is not failed
+               and task not in waiting}
+    for task in group:
+        waiting.pop(task, None)  # a failed ps goes again with the rest
+    for task in running:
+        task.quiet = True
+        task.stop(signal.SIGTERM)
+    kill_at = time.monotonic() + STOP_GRACE_S
+    others = []
+    while running:
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        try:
+            task, code = events.get(
+                timeout=max(0.0, min(kill_at, deadline) - now))
+        except queue.Empty:
+            for task in running:
+                task.stop(signal.SIGKILL)
+            kill_at = float("inf")
+            continue
+        if task in running:
+            running.remove(task)
+            task.log.write(f"[launch] restarted with {failed.name}\n")
+        else:
+            others.append((task, code))
+    for event in others:
+        events.put(event)
+    for task in group:
+        task.quiet = False
+    return group
