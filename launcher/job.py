@@ -58,7 +58,7 @@ import time
 from guide.training import download, logdirs
 from guide.training.flags import UsageError
 
-from . import PROG, network, reaping
+from . import PROG, network, reaping, traffic
 from .forking import LAUNCHER, PRELOAD, fork_mode
 from .options import (
     LaunchError,
@@ -111,6 +111,9 @@ class Launcher:
         # The job's PID namespace (reaping.JobNamespace), if it has one.
         self.namespace = namespace
         self.network = job_network or network.Network()
+        # What the tasks send each other (not measured on this machine's network).
+        self.traffic = traffic.for_job(None, [], False, logdir)
+        self.measured = job_network is not None
         self.logdir = logdir
         self.tasks = []
         self.events = queue.Queue()
@@ -123,6 +126,8 @@ class Launcher:
 
     def start(self):
         roles, ports, cluster = layout(self.options, self.network.host)
+        self.traffic = traffic.for_job(self.measured and self.network, roles,
+                                       self.options.coordinator, self.logdir)
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         evaluator_count = int(self.options.evaluator)
@@ -213,6 +218,7 @@ class Launcher:
                 # An error goes to stderr, where the user looks for it.
                 print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
                 return
+            line = self.traffic.observe(task.name, line)
             if self.streaming and not task.quiet:
                 show(f"[{task.name}] {line}")
 

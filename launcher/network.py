@@ -229,6 +229,11 @@ class Network:
         """What task `number` runs before exec to join its namespace."""
         return entering(self.namespace(number))
 
+    def link(self, number):
+        """The interface, in the launcher's namespace, whose counters are
+        task `number`'s traffic (traffic.py)."""
+        return "lo"
+
     def disk(self, logdir, job, index, options):
         """The disk task job:index sees its `logdir` on (disks.Disk), or
         None for the machine's own file system."""
@@ -279,6 +284,9 @@ class Hosts(Network):
 
     def namespace(self, number):
         return self.namespaces[number]
+
+    def link(self, number):
+        return f"t{number}"
 
     def disk(self, logdir, job, index, options):
         return disks.for_task(logdir, job, index, options.coordinator,

@@ -251,6 +251,8 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
         **{name: settings[name] for name in
            ("dataset", "train_steps", "batch_size", "learning_rate", "seed")},
         **({"evaluated_on": "validation"} if settings["validation"] else {}),
+        # Where a resumed run started: its examples are those after it.
+        **({"start_step": int(start_step)} if start_step else {}),
         **extra}
     return publish_result(logdir, fields)
 

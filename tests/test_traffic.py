@@ -1,0 +1,88 @@
+"""Bytes on the wire: what the launcher measures from the kernel's interface
+counters (launcher/traffic.py) agrees with what the graph moves."""
+
+import os
+import re
+
+import pytest
+
+from conftest import REPO, read_result, run
+from guide.training.data import IMAGE_SIZE, NUM_CLASSES
+from guide.training.model import HIDDEN_UNITS
+from launcher import network
+
+pytestmark = pytest.mark.skipif(
+    network.namespaces_unavailable() is not None,
+    reason="this system does not allow user namespaces")
+
+# The model's float32 parameters: what one pull, or one push, carries.
+MODEL_BYTES = 4 * (IMAGE_SIZE * HIDDEN_UNITS + HIDDEN_UNITS
+                   + HIDDEN_UNITS * NUM_CLASSES + NUM_CLASSES)
+# Headers (TCP/IP and, on a veth, Ethernet: about 4.5% at its MTU of 1500),
+# gRPC's framing, and the small tensors (the global step, the queues' tokens).
+TOLERANCE = 0.10
+
+
+def graph_bytes_per_step(result):
+    """What the graph moves per global step: every worker pulls the model
+    and pushes a gradient (or an update) of the same size, once per
+    minibatch (Hogwild: one global step), per window of T minibatches
+    (DOWNPOUR, T global steps), or once per worker per synchronous step."""
+    window = result.get("communication_window", 1)
+    per_exchange = 2 * MODEL_BYTES
+    if result["algorithm"] == "synchronous-sgd":
+        return result["workers"] * per_exchange
+    return per_exchange / window
+
+
+@pytest.mark.parametrize("folder, mode", [
+    ("Hogwild", "hosts"), ("DOWNPOUR", "private"), ("Synchronous-SGD", "private")])
+def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
+    logdir = run_dir / "run"
+    # No checkpoint and no test evaluation within the run: each reads the
+    # whole model from the ps, which is traffic of its own.
+    result = run(["bash", os.path.join(REPO, folder, "run.sh"), "--network",
+                  mode, "--train_steps", "200", "--log_every", "20",
+                  "--save_checkpoint_steps", "100000", "--eval_every", "100000",
+                  "--logdir", str(logdir)], timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    saved = read_result(logdir)
+    measured = saved["network"]
+    line = re.search(r"^\[worker:0\] RESULT .* bytes=(\d+) "
+                     r"bytes_per_example=(\d+)$", result.stdout, re.MULTILINE)
+    assert line, result.stdout[-2000:]
+    assert (int(line[1]), int(line[2])) == (measured["bytes"],
+                                            measured["bytes_per_example"])
+    expected = graph_bytes_per_step(saved)
+    assert measured["bytes_per_step"] == pytest.approx(expected, rel=TOLERANCE), \
+        (measured, expected)
+    examples_per_step = saved["examples"] / saved["global_step"]
+    assert measured["bytes_per_example"] == pytest.approx(
+        measured["bytes_per_step"] / examples_per_step, rel=0.01)
+    if mode == "hosts":
+        links = measured["links"]
+        assert set(links) == {"ps:0", "worker:0", "worker:1"}
+        # Every byte one task sends, another receives.
+        sent = sum(link["sent"] for link in links.values())
+        received = sum(link["received"] for link in links.values())
+        assert sent == measured["bytes"]
+        assert received == pytest.approx(sent, rel=0.01)
+        # The ps's link carries every pull and every push: half of all bytes
+        # each way, the busiest link of the job.
+        assert measured["busiest_link"] == "ps:0"
+        assert links["ps:0"]["sent"] == pytest.approx(sent / 2, rel=TOLERANCE)
+        assert links["ps:0"]["received"] == pytest.approx(sent / 2, rel=TOLERANCE)
+    else:
+        assert "links" not in measured
+
+
+def test_the_host_network_is_not_measured(run_dir):
+    """On this machine's network the loopback carries others' traffic too."""
+    logdir = run_dir / "run"
+    result = run(["bash", os.path.join(REPO, "Hogwild", "run.sh"), "--network",
+                  "host", "--train_steps", "40", "--logdir", str(logdir)],
+                 timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0$", result.stdout,
+                     re.MULTILINE)
+    assert "network" not in read_result(logdir)
