@@ -174,12 +174,14 @@ def coordinate(args, logdir, resolver, dataset, task):
     wall_s = time.perf_counter() - start
 
     # --- Evaluate and report: on the coordinator, reading the ps ---
-    # Distributed: evaluate the variables on the ps, and checkpoint them here.
+    # Distributed: evaluate the variables on the ps.
     if curve.every:
         curve.write()
     test_loss, test_accuracy = test_loss_and_accuracy()
+    # Distributed: save on this task's disk (by default each ps saves its own part).
     tf.train.Checkpoint(variables=mlp.variables, global_step=global_step).save(
-        os.path.join(logdir, "model.ckpt"))
+        os.path.join(logdir, "model.ckpt"), options=tf.train.CheckpointOptions(
+            experimental_io_device="/job:chief/replica:0/task:0/device:CPU:0"))
     settings = dict(
         dataset=args.dataset, train_steps=args.train_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate,

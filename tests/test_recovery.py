@@ -378,3 +378,24 @@ def test_an_evaluator_started_after_the_chief_finished_returns(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "global_step 30 test_accuracy" in result.stdout
     assert result.stdout.rstrip().endswith("evaluator returned")
+
+
+def test_parameter_server_strategy_checkpoints_on_the_coordinators_disk(run_dir):
+    """TensorFlow 2's Checkpoint saves each ps's variables from that ps, on
+    its own disk, by default: the example saves them all from the
+    coordinator, whose disk is the one that lasts."""
+    logdir = run_dir / "run"
+    result = subprocess.run(
+        ["bash", os.path.join(REPO, "Parameter-Server-Strategy", "run.sh"),
+         *SEPARATE_DISKS, "--ps", "2", "--train_steps", "40",
+         "--logdir", str(logdir)],
+        capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    saved = sorted(name for name in os.listdir(logdir) if name.startswith("model"))
+    # A shard per device it read from, every one of them here.
+    shards = len(saved) - 1
+    assert shards >= 3 and saved[-1] == "model.ckpt-1.index"
+    assert saved[:-1] == [f"model.ckpt-1.data-{shard:05d}-of-{shards:05d}"
+                          for shard in range(shards)]
+    for disk in os.listdir(logdir / "disks"):
+        assert not os.listdir(logdir / "disks" / disk), disk
