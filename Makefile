@@ -15,7 +15,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test lint reliability faults bench bench-synthetic \
+.PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick tensorboard ui-test ray test-ray test-real-data clean
 
 venv: $(VENV)/.installed
@@ -34,8 +34,13 @@ demo: venv
 lint: venv
 	$(PY) -m ruff check .
 
+# tc (iproute2) shapes the links of --network hosts (--bandwidth).
+tools:
+	@command -v tc >/dev/null || { apt-get update -qq && \
+		apt-get install -y -qq iproute2 >/dev/null; }
+
 # Three test processes: on two cores a run's tasks mostly wait on each other.
-test: lint
+test: lint tools
 	$(PY) -m pytest -n 3
 
 # Not part of `make test`: 30 back-to-back runs of each synchronous example.

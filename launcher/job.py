@@ -112,7 +112,7 @@ class Launcher:
         self.namespace = namespace
         self.network = job_network or network.Network()
         # What the tasks send each other (not measured on this machine's network).
-        self.traffic = traffic.for_job(None, [], False, logdir)
+        self.traffic = traffic.for_job(None, [], options, logdir)
         self.measured = job_network is not None
         self.logdir = logdir
         self.tasks = []
@@ -127,7 +127,7 @@ class Launcher:
     def start(self):
         roles, ports, cluster = layout(self.options, self.network.host)
         self.traffic = traffic.for_job(self.measured and self.network, roles,
-                                       self.options.coordinator, self.logdir)
+                                       self.options, self.logdir)
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         evaluator_count = int(self.options.evaluator)
@@ -383,7 +383,8 @@ def main(argv):
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),
-            argv + full_args[len(script_args):], options.timeout)
+            argv + full_args[len(script_args):], options.timeout,
+            (options.bandwidth, options.latency))
     except (LaunchError, UsageError, network.NetworkError,
             download.FetchError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)

@@ -36,6 +36,7 @@ import sys
 import threading
 
 from . import PROG, disks
+from .shaping import ShapingError, shape
 
 MODES = ("private", "hosts", "host")
 # Set by the outer launcher for the one it starts inside the namespace.
@@ -110,14 +111,15 @@ def host_warning(reason):
             f"ports, and pass --network host to say you know")
 
 
-def choose(mode, task_count, argv, timeout=float("inf")):
+def choose(mode, task_count, argv, timeout=float("inf"), shaping=(None, None)):
     """The Network to place `task_count` tasks with in --network `mode`,
     or the exit code of the launcher run inside a new namespace with argv
     (given up on `timeout` s, the job's, plus a margin); None for this
-    machine's network."""
+    machine's network. `shaping`: each task's link's (rate, latency in ms),
+    in `hosts` mode (shaping.py)."""
     inner_mode = inside()
     if inner_mode:
-        return set_up(inner_mode, task_count)
+        return set_up(inner_mode, task_count, shaping)
     if mode == "host":
         return None
     reason = namespaces_unavailable()
@@ -196,7 +198,7 @@ def inside():
     return os.environ.get(INSIDE)
 
 
-def set_up(mode, task_count):
+def set_up(mode, task_count, shaping=(None, None)):
     """Inside the job's namespace: its loopback up, and in `hosts` mode one
     namespace per task. Returns the Network the launcher places tasks with."""
     os.environ.pop(INSIDE, None)
@@ -208,7 +210,7 @@ def set_up(mode, task_count):
         sys.exit(1)
     interface_up("lo")
     if mode == "hosts":
-        return Hosts(task_count)
+        return Hosts(task_count, shaping)
     return Network()
 
 
@@ -244,7 +246,7 @@ class Hosts(Network):
     """Task k in a network namespace of its own at 10.10.0.<k+2>, on a
     bridge in the job's network namespace."""
 
-    def __init__(self, task_count):
+    def __init__(self, task_count, shaping=(None, None)):
         if task_count > 250:
             raise NetworkError(f"--network hosts has room for 250 tasks, not "
                                f"{task_count}")
@@ -255,13 +257,16 @@ class Hosts(Network):
         self.namespaces = []
         try:
             for number in range(task_count):
-                self.namespaces.append(self.add_task(number, job))
+                self.namespaces.append(self.add_task(number, job, shaping))
+        except ShapingError as error:
+            raise NetworkError(str(error)) from None
         finally:
             os.close(job)
 
     @staticmethod
-    def add_task(number, job):
-        """A new network namespace joined to the bridge; returns its fd."""
+    def add_task(number, job, shaping):
+        """A new network namespace joined to the bridge, its link shaped as
+        `shaping` says (rate, latency); returns its fd."""
         if libc.unshare(CLONE_NEWNET) != 0:
             raise NetworkError(f"unshare: {os.strerror(ctypes.get_errno())}")
         task = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
@@ -272,9 +277,13 @@ class Hosts(Network):
             veth_add(port, "eth0", task)
             bridge_add_port(BRIDGE, port)
             interface_up(port)
+            if any(shaping):  # what the task receives
+                shape(port, *shaping)
             enter(task)
             set_address("eth0", f"{SUBNET}.{number + 2}")
             interface_up("eth0")
+            if any(shaping):  # what it sends
+                shape("eth0", *shaping)
         finally:
             enter(job)
         return task

@@ -14,7 +14,7 @@ import sys
 
 from guide.training import download, logdirs
 
-from . import PROG, disks, network
+from . import PROG, disks, network, shaping
 
 # What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
 # training on the synthetic data, measured at 775 MiB resident (VmHWM).
@@ -102,6 +102,12 @@ def parse_command_line(argv):
                              f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
                              f"in the memory available")
     add_network_option(parser)
+    parser.add_argument("--bandwidth", metavar="RATE",
+                        help="with --network hosts: limit each task's link to "
+                             "RATE each way (10gbit, 1gbit, 100mbit...)")
+    parser.add_argument("--latency", type=float, metavar="MS",
+                        help="with --network hosts: delay each way of each "
+                             "task's link by MS milliseconds (needs netem)")
     parser.add_argument("--disk_on_restart", choices=disks.ON_RESTART,
                         default="kept",
                         help="with --network hosts: whether a restarted task "
@@ -121,7 +127,8 @@ def parse_command_line(argv):
         raise LaunchError(f"unknown launcher option {unknown[0]}; it takes "
                           f"--ps, --workers, --coordinator, --evaluator, "
                           f"--max_restarts, --restart_group, --timeout, "
-                          f"--network, --disk_on_restart and "
+                          f"--network, --bandwidth, --latency, "
+                          f"--disk_on_restart and "
                           f"--ignore_memory_check")
     if split + 1 >= len(argv):
         raise LaunchError("no script given after --")
@@ -142,6 +149,17 @@ def parse_command_line(argv):
     if options.max_restarts < 0:
         raise LaunchError(f"--max_restarts must be 0 or more, got "
                           f"{options.max_restarts}")
+    for flag in ("bandwidth", "latency"):
+        if getattr(options, flag) is not None and options.network != "hosts":
+            raise LaunchError(f"--{flag} needs --network hosts, where each "
+                              f"task has a link of its own")
+    if options.bandwidth is not None:
+        try:
+            shaping.bits_per_second(options.bandwidth)
+        except ValueError as error:
+            raise LaunchError(f"--bandwidth takes {error}") from None
+    if options.latency is not None and not options.latency > 0:
+        raise LaunchError(f"--latency must be positive, got {options.latency:g}")
     if options.disk_on_restart != "kept" and options.network != "hosts":
         raise LaunchError("--disk_on_restart needs --network hosts, where "
                           "each task has a disk of its own")

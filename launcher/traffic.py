@@ -50,8 +50,10 @@ class Traffic:
     whose counters are that task's link (hosts), or {"job": "lo"}; None
     measures nothing. `chief` is the task name whose lines mark training."""
 
-    def __init__(self, links, chief, logdir):
+    def __init__(self, links, chief, logdir, shaped=None):
         self.links, self.chief, self.logdir = links, chief, logdir
+        # The links' --bandwidth and --latency, if limited.
+        self.shaped = shaped or {}
         self.start = None  # (global step, counters) at the first progress line
 
     def observe(self, task_name, line):
@@ -93,7 +95,8 @@ class Traffic:
         network = {"bytes": total, "steps": steps,
                    "bytes_per_step": round(total / steps),
                    "bytes_per_example": round(total / (steps * examples_per_step)),
-                   "measured_on": "loopback" if "job" in links else "each task's link"}
+                   "measured_on": "loopback" if "job" in links else "each task's link",
+                   **self.shaped}
         if "job" not in links:
             network["links"] = links
             busiest = max(links, key=lambda task: max(links[task].values()))
@@ -113,13 +116,16 @@ class Traffic:
         os.replace(path + ".new", path)
 
 
-def for_job(job_network, roles, coordinator, logdir):
+def for_job(job_network, roles, options, logdir):
     """The Traffic of a job whose task `number` is roles[number], placed by
-    `job_network` (None or False: this machine's network, not measured)."""
+    `job_network` (None or False: this machine's network, not measured),
+    with the launcher's `options`."""
     if not job_network:
         return Traffic(None, None, logdir)
     links = {f"{job}:{index}": job_network.link(number)
              for number, (job, index) in enumerate(roles)}
     if set(links.values()) == {"lo"}:
         links = {"job": "lo"}
-    return Traffic(links, "chief:0" if coordinator else "worker:0", logdir)
+    shaped = {"link_rate": options.bandwidth, "link_latency_ms": options.latency}
+    return Traffic(links, "chief:0" if options.coordinator else "worker:0",
+                   logdir, {key: value for key, value in shaped.items() if value})

@@ -17,7 +17,8 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
                     choices=("ok", "fail", "fail_once", "bad_input", "hang",
-                             "ps_fails_last", "group_fails_once", "disks"))
+                             "ps_fails_last", "group_fails_once", "disks",
+                             "links"))
 parser.add_argument("--logdir")
 parser.add_argument("--child", action="store_true")
 parser.add_argument("--dataset")  # taken, as the examples take them, and unused
@@ -137,6 +138,13 @@ elif args.mode == "disks":
     with called:
         if not called.wait_for(lambda: others <= callers, timeout=30):
             sys.exit(f"fake_task.py: not asked by {sorted(others - callers)}")
+elif args.mode == "links":
+    # The queueing its own end of its link has (--bandwidth, --latency).
+    shown = subprocess.run(["tc", "qdisc", "show", "dev", "eth0"],
+                           capture_output=True, text=True, timeout=30, check=True)
+    print(f"eth0 {' | '.join(shown.stdout.strip().splitlines())}", flush=True)
+    if job == "ps":
+        signal.pause()
 elif job == "ps" or args.mode == "hang":
     signal.pause()  # like server.join(): only a signal ends it
 elif args.mode == "fail_once" and job == "worker" and index == 1 \

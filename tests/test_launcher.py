@@ -428,3 +428,48 @@ def test_disk_on_restart_needs_network_hosts(run_dir):
     assert error_lines(result.stderr) == [
         "launch.sh: error: --disk_on_restart needs --network hosts, where each "
         "task has a disk of its own"]
+
+
+@pytest.mark.skipif(network.namespaces_unavailable() is not None,
+                    reason="this system does not allow user namespaces")
+def test_bandwidth_limits_each_tasks_link_with_a_token_bucket(run_dir):
+    result = run(launch(run_dir, "--network", "hosts", "--bandwidth", "100mbit",
+                        mode="links"), timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = dict(re.findall(r"^\[(\S+)\] eth0 (.*)$", result.stdout, re.MULTILINE))
+    assert set(shown) == {"ps:0", "worker:0", "worker:1"}
+    for queueing in shown.values():
+        assert re.search(r"qdisc tbf 1: root .*rate 100Mbit", queueing), queueing
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--bandwidth", "1gbit"],
+     "--bandwidth needs --network hosts, where each task has a link of its own"),
+    (["--latency", "5"],
+     "--latency needs --network hosts, where each task has a link of its own"),
+    (["--network", "hosts", "--bandwidth", "fast"],
+     "--bandwidth takes a rate such as 10gbit, 1gbit or 100mbit, not 'fast'"),
+    (["--network", "hosts", "--latency", "-1"],
+     "--latency must be positive, got -1"),
+])
+def test_bad_link_options_are_one_line(run_dir, flags, error):
+    result = run(launch(run_dir, *flags), timeout=60)
+    assert result.returncode == 2
+    assert error_lines(result.stderr) == [f"launch.sh: error: {error}"]
+
+
+@pytest.mark.skipif(network.namespaces_unavailable() is not None,
+                    reason="this system does not allow user namespaces")
+def test_latency_delays_each_link_or_says_in_one_line_why_not(run_dir):
+    """netem is not built into every kernel: where it is missing, --latency
+    is refused before any task starts."""
+    result = run(launch(run_dir, "--network", "hosts", "--latency", "5",
+                        mode="links"), timeout=60)
+    if result.returncode == 2:
+        (line,) = error_lines(result.stderr)
+        assert line.startswith("launch.sh: error: --latency needs the kernel's "
+                               "netem qdisc, which this one lacks")
+        assert "ready" not in result.stdout
+    else:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("netem") == 3
