@@ -145,6 +145,8 @@ class AccuracyCurve:
             "test_accuracy": round(float(accuracy), 4),
             "eval_s": round(time.perf_counter() - started, 4)})
         self._next_step = (int(step) // self.every + 1) * self.every
+        # As it goes, so that a run stopped early still shows its curve.
+        self.write()
 
     def write(self):
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
@@ -155,8 +157,8 @@ class AccuracyCurve:
 
 class AccuracyCurveHook(tf.compat.v1.train.SessionRunHook):
     """An `AccuracyCurve` of `classifier` on `dataset`'s test set, measured as
-    the session starts and then every `every` global steps, written as it
-    closes."""
+    the session starts and then every `every` global steps, written after
+    each."""
 
     def __init__(self, logdir, every, global_step, classifier, dataset, *,
                  examples_per_step):
