@@ -16,7 +16,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick tensorboard ui-test ray test-ray test-real-data clean
+	bench-quick bench-network tensorboard ui-test ray test-ray test-real-data clean
 
 venv: $(VENV)/.installed
 
@@ -60,6 +60,12 @@ bench-synthetic: venv
 
 bench-quick: venv
 	$(PY) benchmarks/compare.py --quick
+
+# Every distributed example on MNIST at no limit, 1 Gbit/s and 100 Mbit/s per
+# link, with 2 and 4 workers (hours on two cores; --schemes, --rates and
+# --workers choose fewer).
+bench-network: venv tools
+	$(PY) benchmarks/network.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
 tensorboard: venv

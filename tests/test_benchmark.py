@@ -259,3 +259,60 @@ def test_the_scripts_start_and_reject_an_unknown_scheme(script):
     assert result.stderr.strip().splitlines()[-1].endswith(
         "error: unknown scheme 'Nope'; choose from " + ", ".join(plan.BY_NAME))
     assert result.stdout == ""
+
+
+def test_the_network_benchmark_runs_each_example_on_shaped_links():
+    import network
+
+    args = network.settings(["--schemes", "Hogwild,DOWNPOUR,Synchronous-SGD,SAGN",
+                             "--rates", "none,100mbit", "--workers", "4"])
+    by_name = {scheme.name: scheme for scheme in args.schemes}
+    sync = network.command_for(by_name["Synchronous-SGD"], "100mbit", 4, args,
+                               "/data", "/logs", train_examples=120_000)
+    assert sync[sync.index("--network") + 1] == "hosts"
+    assert flag(sync, "--bandwidth") == "100mbit" and flag(sync, "--workers") == "4"
+    # A synchronous step is a minibatch from each worker: 400 examples.
+    assert flag(sync, "--train_steps") == "300" and flag(sync, "--eval_every") == "75"
+    assert "--communication_window" not in sync
+    window = network.command_for(by_name["DOWNPOUR"], "none", 4, args, "/data",
+                                 "/logs")
+    assert "--bandwidth" not in window and "--train_steps" not in window
+    assert flag(window, "--communication_window") == "8"
+    sagn = network.command_for(by_name["SAGN"], "none", 4, args, "/data", "/logs")
+    assert flag(sagn, "--eval_every") == "9"  # 4 workers × 8 minibatches a round
+
+
+def test_the_network_benchmark_compares_each_run_with_its_links_bound():
+    import network
+
+    result = {"test_accuracy": 0.97, "examples": 300_000, "wall_s": 31.0,
+              "network": {"bytes_per_example": 8400, "busiest_link": "ps:0",
+                          "busiest_link_bytes_per_example": 4200}}
+    curve = [{"eval_s": 0.5}, {"eval_s": 0.5}]
+    figures = network.measured(result, curve, "100mbit")
+    assert figures["examples_per_s"] == 10_000  # 30 s of training
+    # 12.5 MB/s through 4,200 bytes per example.
+    assert figures["bound_examples_per_s"] == 2976
+    assert figures["share_of_bound"] == 3.36
+    assert "bound_examples_per_s" not in network.measured(result, curve, "none")
+    table = network.markdown({"date": "d", "command": "c", "hardware": "h",
+                              "software": "s"},
+                             [{"scheme": "Hogwild", "workers": 2, "rate": "100mbit",
+                               "s_to_97": 40.2, **figures},
+                              {"scheme": "Hogwild", "workers": 4, "rate": "100mbit",
+                               "s_to_97": None, "error": "timed out"}])
+    assert "| Hogwild | 2 | 100mbit | 40.2 s | 10,000 | 8,400 | 4,200 | 2,976 " \
+           "| 3.36 |" in table
+    assert "| Hogwild | 4 | 100mbit | – | – | – | – | – | – (timed out) |" in table
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--schemes", "Nope"], "unknown scheme 'Nope'"),
+    (["--rates", "fast"], "--rates takes none or a rate such as 10gbit"),
+    (["--workers", "two"], "--workers takes comma-separated numbers"),
+])
+def test_the_network_benchmark_refuses_bad_flags_in_one_line(argv, error):
+    result = run([PYTHON, os.path.join(REPO, "benchmarks", "network.py"), *argv],
+                 timeout=60)
+    assert result.returncode == 2
+    assert error in result.stderr.strip().splitlines()[-1]

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""What the network costs each scheme: every distributed example on MNIST,
+with each task on a link of its own, at no limit, 1 Gbit/s and 100 Mbit/s.
+
+    python benchmarks/network.py                      # finds MNIST itself
+    python benchmarks/network.py --data_dir ~/data/mnist --workers 2 \\
+        --schemes Hogwild,DOWNPOUR --rates none,100mbit
+
+Each run is the example's own `bash run.sh --network hosts [--bandwidth
+RATE] --workers W --dataset mnist` (windowed schemes with
+`--communication_window 8`, --window), the chief measuring test accuracy
+every 30,000 training examples. The run at no limit trains with the
+example's defaults; at a limit, a run trains for 1.25 times the examples
+the unlimited run needed to reach 97% (or with the defaults, if it never
+did), so that a slow link does not spend minutes past the point measured.
+Reported for each: seconds of training until 97% test accuracy
+(evaluations left out), examples per second, the bytes the tasks sent per
+example, those of the busiest link (the ps's, each way: launcher/traffic.py)
+and the examples per second that link lets through at its rate (the
+bound), with the measured rate as a share of it. The baseline runs once,
+for reference.
+
+Written to --results (default benchmarks/results/network): runs.json,
+results.md and network.png. Nothing is downloaded: without MNIST it stops
+with one line.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import machine  # noqa: E402
+import real_data  # noqa: E402
+import runner  # noqa: E402
+import write  # noqa: E402
+
+from guide import examples  # noqa: E402
+from launcher.shaping import bits_per_second  # noqa: E402
+
+REPO = runner.REPO
+TARGET = 0.97
+EVALUATE_EVERY_EXAMPLES = 30_000
+BATCH = 100
+# Past the examples the unlimited run needed, what a limited one trains.
+MARGIN = 1.25
+NO_LIMIT = "none"
+WINDOWED = (examples.WINDOW, examples.SYNC_WINDOW)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--data_dir", help="folder with the MNIST files "
+                                           "(default: the Keras cache)")
+    parser.add_argument("--schemes", help="comma-separated example names "
+                                          "(default: every one with a ps or "
+                                          "an allreduce)")
+    parser.add_argument("--rates", default=f"{NO_LIMIT},1gbit,100mbit",
+                        help="comma-separated link rates (none: no limit)")
+    parser.add_argument("--workers", default="2,4",
+                        help="comma-separated worker counts")
+    parser.add_argument("--window", type=int, default=8,
+                        help="--communication_window of the windowed schemes")
+    parser.add_argument("--run_timeout", type=int, default=600,
+                        help="seconds after which one run is stopped")
+    parser.add_argument("--results", default=os.path.join(
+        REPO, "benchmarks", "results", "network"), help="output folder")
+    return parser
+
+
+def settings(argv=None):
+    """The flags, checked: a bad one exits 2 with one line."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    distributed = [example for example in examples.EXAMPLES
+                   if example.run_sh == "run.sh" and example.cluster]
+    names = {example.name: example for example in distributed}
+    chosen = args.schemes.split(",") if args.schemes else list(names)
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        parser.error(f"unknown scheme {unknown[0]!r}; choose from "
+                     f"{', '.join(names)}")
+    args.schemes = [names[name] for name in chosen]
+    args.rates = args.rates.split(",")
+    for rate in args.rates:
+        if rate != NO_LIMIT:
+            try:
+                bits_per_second(rate)
+            except ValueError as error:
+                parser.error(f"--rates takes {NO_LIMIT} or {error}")
+    try:
+        args.workers = [int(count) for count in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers takes comma-separated numbers, not "
+                     f"{args.workers!r}")
+    return args
+
+
+def examples_per_step(scheme, workers, window):
+    """The training examples in one global step of `scheme`."""
+    if scheme.kind == examples.SYNC_WINDOW:
+        return workers * window * BATCH
+    if scheme.kind in (examples.SYNC, examples.ALLREDUCE):
+        return workers * BATCH
+    return BATCH
+
+
+def command_for(scheme, rate, workers, args, data_dir, logdir, train_examples=None):
+    per_step = examples_per_step(scheme, workers, args.window)
+    command = scheme.command(sys.executable) + [
+        "--network", "hosts", *(["--bandwidth", rate] if rate != NO_LIMIT else []),
+        "--workers", str(workers), "--timeout", str(args.run_timeout),
+        "--dataset", "mnist", "--data_dir", data_dir,
+        "--eval_every", str(max(1, round(EVALUATE_EVERY_EXAMPLES / per_step))),
+        "--logdir", logdir]
+    if scheme.kind in WINDOWED:
+        command += ["--communication_window", str(args.window)]
+    if train_examples:
+        command += ["--train_steps", str(math.ceil(train_examples / per_step))]
+    return command
+
+
+def examples_to(curve, target):
+    """Training examples until the first point at or above `target`."""
+    return next((point["examples"] for point in curve
+                 if point["test_accuracy"] >= target), None)
+
+
+def run_one(scheme, rate, workers, args, data_dir, train_examples=None):
+    name = f"{scheme.name}-{workers}w-{rate}"
+    logdir = os.path.join(args.results, "runs", name)
+    shutil.rmtree(logdir, ignore_errors=True)  # a checkpoint would resume
+    command = command_for(scheme, rate, workers, args, data_dir, logdir,
+                          train_examples)
+    record = {"scheme": scheme.name, "workers": workers, "rate": rate,
+              "command": runner.shown_command(command)}
+    started = time.perf_counter()
+    code, _ = runner.execute(command, args.run_timeout + 60, os.path.join(
+        args.results, "logs", name + ".log"))
+    record["command_s"] = round(time.perf_counter() - started, 1)
+    curve_path = os.path.join(logdir, "accuracy_curve.json")
+    curve = []
+    if os.path.exists(curve_path):
+        with open(curve_path) as stream:
+            curve = json.load(stream)
+    record["s_to_97"] = real_data.training_seconds_to(curve, TARGET)
+    record["examples_to_97"] = examples_to(curve, TARGET)
+    if code != 0:
+        record["error"] = "timed out" if code in (None, runner.LAUNCHER_TIMEOUT) \
+            else f"exit code {code}"
+        return record
+    with open(os.path.join(logdir, "result.json")) as stream:
+        result = json.load(stream)
+    record.update(measured(result, curve, rate))
+    return record
+
+
+def measured(result, curve, rate):
+    """A finished run's throughput, bytes and link bound."""
+    eval_s = sum(point.get("eval_s", 0.0) for point in curve)
+    training_s = max(result["wall_s"] - eval_s, 1e-9)
+    network = result.get("network", {})
+    figures = {"test_accuracy": result["test_accuracy"],
+               "examples": result["examples"],
+               "examples_per_s": round(result["examples"] / training_s),
+               "bytes_per_example": network.get("bytes_per_example"),
+               "busiest_link": network.get("busiest_link"),
+               "busiest_bytes_per_example":
+                   network.get("busiest_link_bytes_per_example")}
+    busiest = figures["busiest_bytes_per_example"]
+    if rate != NO_LIMIT and busiest:
+        bound = bits_per_second(rate) / 8 / busiest
+        figures["bound_examples_per_s"] = round(bound)
+        figures["share_of_bound"] = round(figures["examples_per_s"] / bound, 2)
+    return figures
+
+
+def shown(value, suffix=""):
+    return "–" if value is None else f"{value:,}{suffix}" \
+        if isinstance(value, int) else f"{value}{suffix}"
+
+
+def markdown(meta, records):
+    lines = [f"# What the network costs ({meta['date']})", "",
+             f"Command: `{meta['command']}`  ", f"Hardware: {meta['hardware']}  ",
+             f"Software: {meta['software']}", "",
+             "Every task on a link of its own (`--network hosts`), limited to "
+             "the rate each way. *To 97%*: seconds of training, evaluations "
+             "left out. *Bytes/example*: all that the tasks sent, per training "
+             "example; *ps link*: the busiest link's, each way; *bound*: the "
+             "examples per second that link lets through at its rate.", "",
+             "| example | workers | link | to 97% | examples/s | bytes/example "
+             "| ps link bytes/example | bound (examples/s) | measured / bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for record in records:
+        lines.append(
+            f"| {record['scheme']} | {record['workers']} | {record['rate']} | "
+            f"{shown(record['s_to_97'], ' s')} | "
+            f"{shown(record.get('examples_per_s'))} | "
+            f"{shown(record.get('bytes_per_example'))} | "
+            f"{shown(record.get('busiest_bytes_per_example'))} | "
+            f"{shown(record.get('bound_examples_per_s'))} | "
+            f"{shown(record.get('share_of_bound'))}"
+            f"{' (' + record['error'] + ')' if 'error' in record else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(path, records, rates, worker_counts):
+    """Seconds to 97% per scheme, a bar per link rate, a panel per worker
+    count; a scheme that did not get there has no bar."""
+    plt = write.pyplot()
+    schemes = list(dict.fromkeys(record["scheme"] for record in records))
+    figure, panels = plt.subplots(len(worker_counts), 1, squeeze=False,
+                                  figsize=(max(8, len(schemes) * 1.1),
+                                           3.5 * len(worker_counts)))
+    width = 0.8 / len(rates)
+    for panel, workers in zip(panels[:, 0], worker_counts):
+        for offset, rate in enumerate(rates):
+            seconds = {record["scheme"]: record["s_to_97"] for record in records
+                       if record["workers"] == workers and record["rate"] == rate}
+            panel.bar([index + offset * width for index in range(len(schemes))],
+                      [seconds.get(scheme) or 0 for scheme in schemes], width,
+                      label=rate if rate != NO_LIMIT else "no limit")
+        panel.set_xticks([index + 0.4 - width / 2 for index in range(len(schemes))])
+        panel.set_xticklabels(schemes, rotation=30, ha="right", fontsize=8)
+        panel.set(ylabel="seconds to 97%", title=f"{workers} workers")
+        panel.set_yscale("log")
+        panel.grid(alpha=0.3, axis="y")
+        panel.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+
+
+def main(argv=None):
+    args = settings(argv)
+    data_dir = real_data.find_mnist(args.data_dir)
+    if data_dir is None:
+        raise SystemExit("network.py: error: MNIST is neither in --data_dir nor "
+                         "in the Keras cache; give --data_dir the folder with "
+                         "its files")
+    write.pyplot()  # a missing matplotlib fails now, not after the runs
+    os.makedirs(args.results, exist_ok=True)
+    records = []
+    baseline = real_data.run_one(examples.BASELINE, data_dir, args.results,
+                                 args.run_timeout)
+    print(f"baseline: to 97% {real_data.shown(baseline.get('s_to_97'), ' s')}",
+          flush=True)
+    limited = [rate for rate in args.rates if rate != NO_LIMIT]
+    for scheme in args.schemes:
+        for workers in args.workers:
+            # First with no limit, which also says how far the others train.
+            unlimited = run_one(scheme, NO_LIMIT, workers, args, data_dir)
+            needed = unlimited["examples_to_97"]
+            runs = [unlimited] if NO_LIMIT in args.rates else []
+            for rate in limited:
+                runs.append(run_one(scheme, rate, workers, args, data_dir,
+                                    needed and round(needed * MARGIN)))
+            for record in runs:
+                records.append(record)
+                print(f"{scheme.name}, {workers} workers, {record['rate']}: to "
+                      f"97% {shown(record['s_to_97'], ' s')}, "
+                      f"{shown(record.get('examples_per_s'))} examples/s, "
+                      f"{shown(record.get('bytes_per_example'))} bytes/example"
+                      f"{', ' + record['error'] if 'error' in record else ''}",
+                      flush=True)
+    meta = {"date": datetime.date.today().isoformat(),
+            "command": shlex.join(["python", "benchmarks/network.py",
+                                   *(sys.argv[1:] if argv is None else argv)]),
+            "hardware": machine.hardware(), "software": machine.software(),
+            "baseline_s_to_97": baseline.get("s_to_97")}
+    with open(os.path.join(args.results, "runs.json"), "w") as stream:
+        json.dump({"meta": meta, "runs": records}, stream, indent=1)
+        stream.write("\n")
+    with open(os.path.join(args.results, "results.md"), "w") as stream:
+        stream.write(markdown(meta, records))
+    plot(os.path.join(args.results, "network.png"), records, args.rates,
+         args.workers)
+    print(f"results in {os.path.relpath(args.results)}: results.md, runs.json, "
+          f"network.png")
+    return 1 if any("error" in record and record["s_to_97"] is None
+                    for record in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
