@@ -272,8 +272,8 @@ def main(argv=None):
                       f"{', ' + record['error'] if 'error' in record else ''}",
                       flush=True)
     meta = {"date": datetime.date.today().isoformat(),
-            "command": shlex.join(["python", "benchmarks/network.py",
-                                   *(sys.argv[1:] if argv is None else argv)]),
+            "command": shlex.join(["python", "benchmarks/network.py", *map(
+                runner.shown_path, sys.argv[1:] if argv is None else argv)]),
             "hardware": machine.hardware(), "software": machine.software(),
             "baseline_s_to_97": baseline.get("s_to_97")}
     with open(os.path.join(args.results, "runs.json"), "w") as stream:
