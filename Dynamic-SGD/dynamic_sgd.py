@@ -146,10 +146,8 @@ def main():
         pull = lock.around(pull_ops)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
-    # Distributed: the chief initialises or restores the ps and puts the lock's
-    # token in place; the others wait for it.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__),
-                             ps_init_op=lock.initialize)
+    # Distributed: the chief initialises or restores the ps; the others wait for it.
+    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
     # Distributed: only the chief writes summaries; the hooks run once per
     # window, so they count T steps a run and read the last local loss.
     summary_dir = logdir if task.is_chief else None

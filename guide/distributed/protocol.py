@@ -40,21 +40,23 @@ def peek(queue):
 
 
 class PsLock:
-    """A lock every worker shares: a queue on ps 0 that holds one token.
-    `around(build)` is an op that runs `build()`'s ops holding it. Pass
-    `initialize` to `recovery.Resume` as its `ps_init_op`: it then runs once
-    per ps 0 that starts without the model, never for a restarted chief."""
+    """A lock every worker shares: a mutex on ps 0. `around(build)` is an op
+    that runs `build()`'s ops holding it, for one session run: a run that
+    fails (its worker killed, a ps lost) frees it, and a restarted ps 0
+    starts with it free, so nothing has to put it in place."""
 
     def __init__(self, name):
-        self._queue = shared_queue(name, 1)
-        self.initialize = self._queue.enqueue(0)
+        self._device = "/job:ps/task:0"
+        with tf.compat.v1.device(self._device):
+            self._mutex = tf.raw_ops.MutexV2(shared_name=name, name=name)
 
     def around(self, build):
-        token = self._queue.dequeue()
-        with tf.control_dependencies([token]):
+        with tf.compat.v1.device(self._device):
+            lock = tf.raw_ops.MutexLock(mutex=self._mutex)
+        with tf.control_dependencies([lock]):
             done = build()
-        with tf.control_dependencies([done]):
-            return self._queue.enqueue(token)
+        with tf.control_dependencies([done]), tf.compat.v1.device(self._device):
+            return tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
 
 
 def run_in_own_graph(server, task, build):

@@ -20,7 +20,6 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
             return self._resume.carry_on(sess, "the parameter servers' "
                                                "current values")
         super().restore(sess, save_path)
-        sess.run(self._resume.ps_init_op)
         return self._resume.carry_on(sess, f"checkpoint {save_path}")
 
 
@@ -32,13 +31,12 @@ class Resume:
     Chief: claims `logdir` for `script`; a restarted chief carries on from
     the parameter servers' values when they still hold the model, else from
     the last checkpoint, saying which; every session after its first gives
-    the `chief_ready` signal again. `ps_init_op` (a `protocol.PsLock`'s)
-    runs once per ps that starts without the model.
+    the `chief_ready` signal again.
     Non-chief: every session first waits for that signal, instead of
     TensorFlow's 30-second poll for the chief.
     """
 
-    def __init__(self, task, global_step, logdir, script, ps_init_op=None):
+    def __init__(self, task, global_step, logdir, script):
         self.start_step = 0
         if task is not None and not task.is_chief:
             # Check (and then initialise the local variables) only once the
@@ -50,7 +48,6 @@ class Resume:
                 ready_for_local_init_op=ready_for_local_init)
             return
         logdirs.claim(logdir, script)
-        self.ps_init_op = ps_init_op if ps_init_op is not None else tf.no_op()
         self._global_step = global_step
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
@@ -89,5 +86,5 @@ class Resume:
             self.carry_on(session, "the parameter servers' current values "
                                    "(no checkpoint yet)")
         else:
-            session.run([self._initialize, self.ps_init_op])
+            session.run(self._initialize)
             self.carry_on(session, None)

@@ -1,0 +1,95 @@
+"""Every wait ends: a job whose task is lost where a wait depends on it
+completes (with --max_restarts), or fails in one line with a non-zero exit,
+never waits silently."""
+
+import os
+
+from test_recovery import Run, kill, next_step, pause
+
+from conftest import LAUNCHER, REPO, read_result
+
+DYNAMIC_SGD = os.path.join(REPO, "Dynamic-SGD", "dynamic_sgd.py")
+
+
+def start(logdir, script, *flags, ps=1, network="private", steps=400):
+    """A launcher run of 2 workers with --max_restarts 3, and the port of
+    ps 0 (the launcher lists the ps's ports first)."""
+    run = Run([*LAUNCHER, "--ps", str(ps), "--network", network,
+               "--max_restarts", "3", "--timeout", "300", "--", script,
+               "--train_steps", str(steps), "--log_every", "10",
+               "--save_checkpoint_steps", "40", "--logdir", str(logdir), *flags])
+    return run, int(run.next_line(r"^\[launch\] .* ports (\d+)", 60)[1])
+
+
+def lock_held(port, seconds):
+    """Whether Dynamic-SGD's lock on ps 0 (at `port` on this machine) stays
+    taken for `seconds`: taken and given back at once otherwise."""
+    import tensorflow as tf
+
+    from guide.distributed.protocol import PsLock
+
+    with tf.Graph().as_default():
+        take_and_give_back = PsLock("dynamic_sgd_lock").around(tf.no_op)
+        # Only ps 0: a session waits for every task it may use to answer.
+        only_ps_0 = tf.compat.v1.ConfigProto(device_filters=["/job:ps/task:0"])
+        with tf.compat.v1.Session(f"grpc://127.0.0.1:{port}",
+                                  config=only_ps_0) as session:
+            try:
+                session.run(take_and_give_back, options=tf.compat.v1.RunOptions(
+                    timeout_in_ms=int(seconds * 1000)))
+            except tf.errors.DeadlineExceededError:
+                return True
+    return False
+
+
+def finish(run, logdir, at_least=400):
+    code, output = run.finish(timeout=240)
+    assert code == 0, output[-3000:]
+    assert read_result(logdir)["global_step"] >= at_least
+    return output
+
+
+def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir):
+    """Worker 1, stopped while it holds the lock (a pull or a commit, one
+    window a run), then killed: its run fails on ps 0, which frees the lock
+    for the chief, and the new worker 1 takes it too."""
+    logdir = run_dir / "run"
+    run, port = start(logdir, DYNAMIC_SGD, "--communication_window", "1",
+                      network="host")
+    try:
+        next_step(run, "worker:1", at_least=40)
+        # Stop worker 1 until it is stopped inside a locked run: the chief,
+        # which goes on, releases the lock within milliseconds.
+        for _ in range(20):
+            go_on = pause(logdir, "worker", 1)
+            if lock_held(port, 5):
+                break
+            go_on()
+        else:
+            raise AssertionError("worker 1 was never stopped holding the lock")
+        kill(run, logdir, "worker", 1, 1)
+        assert not lock_held(port, 30), "the killed worker's lock was not freed"
+        next_step(run, "worker:1")  # the new worker 1 trains, so it takes it
+        finish(run, logdir)
+    finally:
+        run.kill()
+
+
+def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
+    """With 2 ps, ps 1 stopped (a pull or a commit then holds the lock on
+    ps 0 while it waits for ps 1), then killed: that run fails, which frees
+    the lock, and the chief restores the last checkpoint into the new ps 1
+    with nothing to put back in the lock."""
+    logdir = run_dir / "run"
+    run, port = start(logdir, DYNAMIC_SGD, ps=2, network="host")
+    try:
+        next_step(run, "worker:0", at_least=80)
+        pause(logdir, "ps", 1)
+        assert lock_held(port, 5), "no run held the lock while ps 1 stood still"
+        kill(run, logdir, "ps", 1, 1)
+        assert not lock_held(port, 30), "the failed run's lock was not freed"
+        run.next_line(r"^\[worker:0\] resuming at global step \d+ from "
+                      r"checkpoint ", timeout=120)
+        finish(run, logdir)
+    finally:
+        run.kill()
