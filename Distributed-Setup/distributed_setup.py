@@ -119,7 +119,8 @@ def main():
         scaffold = resume.scaffold
     # Distributed: the others check the model only once the chief says ready.
     else:
-        with tf.control_dependencies([wait_for(signal("chief_ready"))]):
+        with tf.control_dependencies([wait_for(signal("chief_ready", ps_index))
+                                      for ps_index in range(task.num_ps)]):
             model_ready = tf.compat.v1.report_uninitialized_variables(
                 tf.compat.v1.global_variables())
         scaffold = tf.compat.v1.train.Scaffold(ready_for_local_init_op=model_ready)
@@ -142,7 +143,8 @@ def main():
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief signals the others that the model is ready.
         if task.is_chief and task.num_workers > 1:
-            run_alone(lambda: signal("chief_ready").enqueue(0))
+            run_alone(lambda: tf.group(*[signal("chief_ready", ps_index).enqueue(0)
+                                         for ps_index in range(task.num_ps)]))
         start = time.perf_counter()
         while not session.should_stop():
             batch_images, batch_labels = batches.next()

@@ -3,6 +3,7 @@ completes (with --max_restarts), or fails in one line with a non-zero exit,
 never waits silently."""
 
 import os
+import threading
 
 from test_recovery import Run, kill, next_step, pause
 
@@ -21,25 +22,35 @@ def start(logdir, script, *flags, ps=1, network="private", steps=400):
     return run, int(run.next_line(r"^\[launch\] .* ports (\d+)", 60)[1])
 
 
-def lock_held(port, seconds):
-    """Whether Dynamic-SGD's lock on ps 0 (at `port` on this machine) stays
-    taken for `seconds`: taken and given back at once otherwise."""
-    import tensorflow as tf
+class LockProbe(threading.Thread):
+    """Takes Dynamic-SGD's lock on ps 0 (at `port` on this machine), from a
+    session of the test's own, and gives it back at once. A lock taken
+    cannot be given up on, so this waits in a thread of its own: if the
+    test fails meanwhile, the thread is left behind with the test process."""
 
-    from guide.distributed.protocol import PsLock
+    def __init__(self, port):
+        import tensorflow as tf
 
-    with tf.Graph().as_default():
-        take_and_give_back = PsLock("dynamic_sgd_lock").around(tf.no_op)
-        # Only ps 0: a session waits for every task it may use to answer.
-        only_ps_0 = tf.compat.v1.ConfigProto(device_filters=["/job:ps/task:0"])
-        with tf.compat.v1.Session(f"grpc://127.0.0.1:{port}",
-                                  config=only_ps_0) as session:
-            try:
-                session.run(take_and_give_back, options=tf.compat.v1.RunOptions(
-                    timeout_in_ms=int(seconds * 1000)))
-            except tf.errors.DeadlineExceededError:
-                return True
-    return False
+        super().__init__(daemon=True)
+        self._tf, self._port, self._took_it = tf, port, False
+        self.start()
+
+    def run(self):
+        tf = self._tf
+        from guide.distributed.protocol import PsLock
+
+        with tf.Graph().as_default():
+            take_and_give_back = PsLock("dynamic_sgd_lock").around(tf.no_op)
+            # Only ps 0: a session waits for every task it may use to answer.
+            only_ps_0 = tf.compat.v1.ConfigProto(device_filters=["/job:ps/task:0"])
+            with tf.compat.v1.Session(f"grpc://127.0.0.1:{self._port}",
+                                      config=only_ps_0) as session:
+                session.run(take_and_give_back)
+                self._took_it = True
+
+    def took_it_within(self, seconds):
+        self.join(seconds)
+        return self._took_it
 
 
 def finish(run, logdir, at_least=400):
@@ -62,13 +73,14 @@ def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir):
         # which goes on, releases the lock within milliseconds.
         for _ in range(20):
             go_on = pause(logdir, "worker", 1)
-            if lock_held(port, 5):
+            probe = LockProbe(port)
+            if not probe.took_it_within(5):
                 break
             go_on()
         else:
             raise AssertionError("worker 1 was never stopped holding the lock")
         kill(run, logdir, "worker", 1, 1)
-        assert not lock_held(port, 30), "the killed worker's lock was not freed"
+        assert probe.took_it_within(30), "the killed worker's lock stayed taken"
         next_step(run, "worker:1")  # the new worker 1 trains, so it takes it
         finish(run, logdir)
     finally:
@@ -85,9 +97,10 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
     try:
         next_step(run, "worker:0", at_least=80)
         pause(logdir, "ps", 1)
-        assert lock_held(port, 5), "no run held the lock while ps 1 stood still"
+        probe = LockProbe(port)
+        assert not probe.took_it_within(5), "no run held the lock under ps 1"
         kill(run, logdir, "ps", 1, 1)
-        assert not lock_held(port, 30), "the failed run's lock was not freed"
+        assert probe.took_it_within(30), "the failed run's lock stayed taken"
         run.next_line(r"^\[worker:0\] resuming at global step \d+ from "
                       r"checkpoint ", timeout=120)
         finish(run, logdir)

@@ -68,18 +68,27 @@ def run_in_own_graph(server, task, build):
             session.run(op)
 
 
+def chief_ready(task):
+    """The chief's "model ready" signal: a state on every ps, so that a ps
+    that restarts has lost it too, and the other workers then wait for the
+    chief to put the model back on it."""
+    return [state("chief_ready", index) for index in range(task.num_ps)]
+
+
 def announce_chief_ready(server, task):
     """Chief: tell every other worker that the variables are initialised
     (`recovery.Resume` says it again to a restarted ps)."""
     if task.num_workers > 1:
-        run_in_own_graph(server, task, lambda: state("chief_ready").enqueue(0))
+        run_in_own_graph(server, task, lambda: tf.group(
+            *[signal.enqueue(0) for signal in chief_ready(task)]))
 
 
 def wait_for_chief(server, task):
     """Non-chief: block until the chief has initialised the variables."""
     print(f"worker {task.task_index} waits for the chief (worker 0) to "
           f"initialise the variables", flush=True)
-    run_in_own_graph(server, task, lambda: peek(state("chief_ready")))
+    run_in_own_graph(server, task, lambda: tf.group(
+        *[peek(signal) for signal in chief_ready(task)]))
 
 
 def report_training_finished(server, task):

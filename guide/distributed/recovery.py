@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from guide.distributed.protocol import peek, state
+from guide.distributed.protocol import chief_ready, peek
 from guide.training import logdirs
 
 
@@ -31,7 +31,7 @@ class Resume:
     Chief: claims `logdir` for `script`; a restarted chief carries on from
     the parameter servers' values when they still hold the model, else from
     the last checkpoint, saying which; every session after its first gives
-    the `chief_ready` signal again.
+    the `chief_ready` signal again (on every ps: a restarted one lost it).
     Non-chief: every session first waits for that signal, instead of
     TensorFlow's 30-second poll for the chief.
     """
@@ -40,8 +40,9 @@ class Resume:
         self.start_step = 0
         if task is not None and not task.is_chief:
             # Check (and then initialise the local variables) only once the
-            # chief has said the model is on the ps.
-            with tf.control_dependencies([peek(state("chief_ready"))]):
+            # chief has said the model is on every ps.
+            with tf.control_dependencies([peek(signal)
+                                          for signal in chief_ready(task)]):
                 ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
                     tf.compat.v1.global_variables())
             self.scaffold = tf.compat.v1.train.Scaffold(
@@ -52,8 +53,8 @@ class Resume:
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
         self._initialize = tf.compat.v1.global_variables_initializer()
-        self._announce = (state("chief_ready").enqueue(0)
-                          if task and task.num_workers > 1 else tf.no_op())
+        self._announce = tf.group(*[signal.enqueue(0) for signal in (
+            chief_ready(task) if task and task.num_workers > 1 else [])])
         self._sessions = 0
         # The whole checkpoint on the chief's own disk: a sharded Saver would
         # write each ps's variables on that ps's (docs/multi-host.md).
