@@ -171,6 +171,11 @@ def main():
                 session, logdir, settings, "distributed-setup", classifier,
                 dataset, global_step, wall_s, workers=task.num_workers,
                 ps=task.num_ps, start_step=resume.start_step)
+    # Distributed: the chief says it has finished; the others wait until it has.
+    if task.is_chief and task.num_workers > 1:
+        run_alone(lambda: signal("chief_finished").enqueue(0))
+    elif not task.is_chief:
+        run_alone(lambda: wait_for(signal("chief_finished")))
     # Distributed: signal "done" to every ps; one that has gone needs no telling.
     with contextlib.suppress(tf.errors.UnavailableError):
         run_alone(lambda: tf.group(*[

@@ -46,16 +46,20 @@ def test_distributed_setup_speaks_the_shared_protocol(run_dir):
     shared = read_trace(runs["Hogwild"][1])
     assert inline == shared
     # The protocol itself, so that two empty records cannot agree: the ps
-    # waits on each worker's "done"; the chief says the model is ready and
-    # waits for worker 1 to finish; worker 1 waits for the chief, says it
-    # has finished, then that it is done.
+    # waits on each worker's "done"; the chief says the model is ready,
+    # waits for worker 1 to finish, says it has finished, then that it is
+    # done; worker 1 waits for the chief, says it has finished, waits for
+    # the chief to finish, then says it is done.
     queues = {task: [record[1] for record in records]
               for task, records in shared.items()}
     assert set(queues["ps-0"]) == {"done_0_0", "done_0_1"}
-    assert "chief_ready" in queues["worker-0"]
-    assert queues["worker-0"][-1] == "done_0_0"
+    assert queues["worker-0"].index("chief_ready") < \
+        queues["worker-0"].index("training_finished_1") < \
+        queues["worker-0"].index("chief_finished") < \
+        queues["worker-0"].index("done_0_0") == len(queues["worker-0"]) - 1
     assert queues["worker-1"].index("chief_ready") < \
         queues["worker-1"].index("training_finished_1") < \
+        queues["worker-1"].index("chief_finished") < \
         queues["worker-1"].index("done_0_1")
     assert all(record[3] == "/job:ps/task:0"
                for records in shared.values() for record in records)

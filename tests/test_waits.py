@@ -3,6 +3,7 @@ completes (with --max_restarts), or fails in one line with a non-zero exit,
 never waits silently."""
 
 import os
+import re
 import threading
 
 from test_recovery import Run, kill, next_step, pause
@@ -10,13 +11,15 @@ from test_recovery import Run, kill, next_step, pause
 from conftest import LAUNCHER, REPO, read_result
 
 DYNAMIC_SGD = os.path.join(REPO, "Dynamic-SGD", "dynamic_sgd.py")
+HOGWILD = os.path.join(REPO, "Hogwild", "hogwild.py")
 
 
-def start(logdir, script, *flags, ps=1, network="private", steps=400):
+def start(logdir, script, *flags, ps=1, network="private", steps=400,
+          restarts=3):
     """A launcher run of 2 workers with --max_restarts 3, and the port of
     ps 0 (the launcher lists the ps's ports first)."""
     run = Run([*LAUNCHER, "--ps", str(ps), "--network", network,
-               "--max_restarts", "3", "--timeout", "300", "--", script,
+               "--max_restarts", str(restarts), "--timeout", "300", "--", script,
                "--train_steps", str(steps), "--log_every", "10",
                "--save_checkpoint_steps", "40", "--logdir", str(logdir), *flags])
     return run, int(run.next_line(r"^\[launch\] .* ports (\d+)", 60)[1])
@@ -106,3 +109,58 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
         finish(run, logdir)
     finally:
         run.kill()
+
+
+def test_hogwild_survives_ps_0_lost_after_worker_1_finished(run_dir):
+    """Worker 1 finishes training while the chief stands still, and ps 0 is
+    killed: the new ps 0 has lost worker 1's "training finished", but worker
+    1 stays until the chief has finished, so it says it again. The chief
+    restores the last checkpoint, trains the lost steps alone, finds the
+    signal and completes the run."""
+    logdir = run_dir / "run"
+    run, _ = start(logdir, HOGWILD)
+    try:
+        next_step(run, "worker:0", at_least=80)
+        go_on = pause(logdir, "worker", 0)
+        run.next_line(r"^\[worker:1\] worker 1 has finished training; it "
+                      r"waits for the chief", timeout=120)
+        kill(run, logdir, "ps", 0, 1)
+        # (Most likely said before the launcher restarted ps 0.)
+        run.wait_for_line(r"^\[worker:1\] worker 1: ps 0 was lost, and with "
+                          r"it this worker's \"training finished\": it says "
+                          r"it again", timeout=60)
+        go_on()
+        run.next_line(r"^\[worker:0\] resuming at global step \d+ from "
+                      r"checkpoint ", timeout=120)
+        finish(run, logdir)
+    finally:
+        run.kill()
+
+
+def test_a_chief_gives_up_on_a_worker_that_never_finishes(run_dir):
+    """Worker 1 stands still (SIGSTOP) for good: the chief trains to the
+    end, waits PEER_TIMEOUT_S for worker 1 to say it has finished, then
+    gives up in one line with exit code 75, and the launcher (no restarts
+    left) fails the job."""
+    from guide.distributed.protocol import EXIT_PEER_LOST, PEER_TIMEOUT_S
+
+    logdir = run_dir / "run"
+    line = (f"hogwild.py: error: worker 1 did not say it had finished training "
+            f"within {PEER_TIMEOUT_S} s of the chief; the chief gives up rather "
+            f"than wait for it forever")
+    run, _ = start(logdir, HOGWILD, restarts=0)
+    try:
+        next_step(run, "worker:1", at_least=40)
+        go_on = pause(logdir, "worker", 1)
+        run.next_line(rf"^\[worker:0\] {re.escape(line)}$",
+                      timeout=PEER_TIMEOUT_S + 120)
+        go_on()
+        code, output = run.finish(timeout=60)
+    finally:
+        run.kill()
+    assert code == 1, output[-3000:]
+    assert (f"[launch] worker:0 exited with code {EXIT_PEER_LOST}; stopped "
+            f"every other task") in output
+    # That line, and nothing after it: no traceback.
+    log = (logdir / "logs" / "worker-0.log").read_text().rstrip().splitlines()
+    assert log[-1] == line, log[-5:]

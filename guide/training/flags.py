@@ -1,5 +1,6 @@
 """The command-line flags every example shares, and the exit-code contract:
-a `UsageError` raised under `run_main` is one line on stderr, exit code 2."""
+a `UsageError` raised under `run_main` is one line on stderr, exit code 2; a
+`Failure`, one line and its own exit code."""
 
 import argparse
 import math
@@ -14,6 +15,13 @@ DATASETS = ("synthetic", "mnist", "fashion_mnist")
 
 class UsageError(Exception):
     """Input the user can fix: reported as one line, exit code 2."""
+
+
+class Failure(Exception):
+    """A run that cannot go on, for a reason one line says: reported as that
+    line, with the subclass's exit code."""
+
+    exit_code = 1
 
 
 class Parser(argparse.ArgumentParser):
@@ -166,8 +174,9 @@ def parse(parser, argv=None):
 
 def run_main(main):
     """Runs `main()` and returns the exit code for `sys.exit`: main's own
-    (None is 0), 2 after one line for a UsageError, 130 on Ctrl-C, which
-    ends the process at once even inside a blocking TensorFlow call."""
+    (None is 0), 2 after one line for a UsageError, a Failure's own after
+    its line, 130 on Ctrl-C, which ends the process at once even inside a
+    blocking TensorFlow call."""
     prog = os.path.basename(sys.argv[0])
     _exit_on_ctrl_c(prog)
     try:
@@ -175,6 +184,9 @@ def run_main(main):
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+    except Failure as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return error.exit_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
