@@ -115,9 +115,10 @@ def test_hogwild_survives_ps_0_lost_after_worker_1_finished(run_dir):
     killed: the new ps 0 has lost worker 1's "training finished", but worker
     1 stays until the chief has finished, so it says it again. The chief
     restores the last checkpoint, trains the lost steps alone, finds the
-    signal and completes the run."""
+    signal and completes the run. On separate disks, ps 0 restarted on an
+    empty one."""
     logdir = run_dir / "run"
-    run, _ = start(logdir, HOGWILD)
+    run, _ = start(logdir, HOGWILD, "--disk_on_restart", "empty", network="hosts")
     try:
         next_step(run, "worker:0", at_least=80)
         go_on = pause(logdir, "worker", 0)
