@@ -6,6 +6,7 @@ import os
 import re
 import threading
 
+import pytest
 from test_recovery import Run, kill, next_step, pause
 
 from conftest import LAUNCHER, REPO, read_result
@@ -63,13 +64,14 @@ def finish(run, logdir, at_least=400):
     return output
 
 
-def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir):
+@pytest.mark.parametrize("ps", [1, 2])
+def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir, ps):
     """Worker 1, stopped while it holds the lock (a pull or a commit, one
     window a run), then killed: its run fails on ps 0, which frees the lock
     for the chief and the new worker 1, and the run completes."""
     logdir = run_dir / "run"
     run, port = start(logdir, DYNAMIC_SGD, "--communication_window", "1",
-                      network="host", steps=1000)
+                      ps=ps, network="host", steps=1000)
     try:
         next_step(run, "worker:1", at_least=40)
         # Stop worker 1 until it is stopped inside a locked run: the chief,
