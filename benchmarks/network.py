@@ -194,10 +194,11 @@ def markdown(meta, records):
              "Every task on a link of its own (`--network hosts`), limited to "
              "the rate each way. *To 97%*: seconds of training, evaluations "
              "left out. *Bytes/example*: all that the tasks sent, per training "
-             "example; *ps link*: the busiest link's, each way; *bound*: the "
-             "examples per second that link lets through at its rate.", "",
+             "example; *busiest link*: the busiest link's (the ps's, where "
+             "there is one), each way; *bound*: the examples per second that "
+             "link lets through at its rate.", "",
              "| example | workers | link | to 97% | examples/s | bytes/example "
-             "| ps link bytes/example | bound (examples/s) | measured / bound |",
+             "| busiest link bytes/example | bound (examples/s) | measured / bound |",
              "|---|---|---|---|---|---|---|---|---|"]
     for record in records:
         lines.append(
