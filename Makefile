@@ -16,7 +16,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network tensorboard ui-test ray test-ray test-real-data clean
+	bench-quick bench-network tensorboard ui-test ray test-ray test-real-data \
+	test-waits clean
 
 venv: $(VENV)/.installed
 
@@ -96,6 +97,11 @@ $(VENV)/ray-packages/.installed: $(VENV)/.installed \
 # learning the real MNIST (skipped where its files are not beside the clone).
 test-real-data: $(VENV)/.installed
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/real_data
+
+# Not part of `make test` (about a minute and a half): tasks lost while
+# another waits for them, and a wait that gives up after its 20 s bound.
+test-waits: venv tools
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/waits
 
 # Not part of `make test`: a Ray cluster of two nodes, one in a network
 # namespace of its own (needs root).
