@@ -71,7 +71,7 @@ def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir, ps):
     for the chief and the new worker 1, and the run completes."""
     logdir = run_dir / "run"
     run, port = start(logdir, DYNAMIC_SGD, "--communication_window", "1",
-                      ps=ps, network="host", steps=1000)
+                      ps=ps, network="host", steps=4000)
     try:
         next_step(run, "worker:1", at_least=40)
         # Stop worker 1 until it is stopped inside a locked run: the chief,
@@ -86,7 +86,7 @@ def test_dynamic_sgd_survives_a_worker_killed_holding_its_lock(run_dir, ps):
             raise AssertionError("worker 1 was never stopped holding the lock")
         kill(run, logdir, "worker", 1, 1)
         assert probe.took_it_within(30), "the killed worker's lock stayed taken"
-        finish(run, logdir, at_least=1000)
+        finish(run, logdir, at_least=4000)
     finally:
         run.kill()
 
