@@ -11,10 +11,13 @@ from test_launcher import EVERY_PATH, FAKE, launch, path  # noqa: F401 - a fixtu
 from conftest import LAUNCHER, error_lines, run
 from launcher import network
 
+NEEDS_NAMESPACES = pytest.mark.skipif(
+    network.namespaces_unavailable() is not None,
+    reason="this system does not allow user namespaces")
+
 
 @EVERY_PATH
-@pytest.mark.skipif(network.namespaces_unavailable() is not None,
-                    reason="this system does not allow user namespaces")
+@NEEDS_NAMESPACES
 def test_in_network_hosts_each_task_sees_its_own_disk_only(run_dir):
     result = run(launch(run_dir, "--network", "hosts", "--evaluator",
                         mode="disks"), timeout=60)
@@ -31,8 +34,7 @@ def test_in_network_hosts_each_task_sees_its_own_disk_only(run_dir):
     assert os.listdir(disks / "ps-0") == ["ps-0.txt"]
 
 
-@pytest.mark.skipif(network.namespaces_unavailable() is not None,
-                    reason="this system does not allow user namespaces")
+@NEEDS_NAMESPACES
 def test_a_task_restarted_on_an_empty_disk_has_lost_its_files(run_dir):
     kept = run(launch(run_dir, "--network", "hosts", "--max_restarts", "2",
                       mode="fail_once"), timeout=60)
@@ -58,8 +60,7 @@ def test_disk_on_restart_needs_network_hosts(run_dir):
         "task has a disk of its own"]
 
 
-@pytest.mark.skipif(network.namespaces_unavailable() is not None,
-                    reason="this system does not allow user namespaces")
+@NEEDS_NAMESPACES
 def test_bandwidth_limits_each_tasks_link_with_a_token_bucket(run_dir):
     result = run(launch(run_dir, "--network", "hosts", "--bandwidth", "100mbit",
                         mode="links"), timeout=60)
@@ -86,8 +87,7 @@ def test_bad_link_options_are_one_line(run_dir, flags, error):
     assert error_lines(result.stderr) == [f"launch.sh: error: {error}"]
 
 
-@pytest.mark.skipif(network.namespaces_unavailable() is not None,
-                    reason="this system does not allow user namespaces")
+@NEEDS_NAMESPACES
 def test_latency_delays_each_link_or_says_in_one_line_why_not(run_dir):
     """netem is not built into every kernel: where it is missing, --latency
     is refused before any task starts."""

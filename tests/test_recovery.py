@@ -52,6 +52,19 @@ def kill(run, logdir, job, index, restart_number, max_restarts=3):
         rf"\({restart_number} of {max_restarts}\)", timeout=60)
 
 
+def last_checkpoint_step(logdir):
+    """The global step of the chief's last checkpoint in `logdir`."""
+    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
+                         (logdir / "checkpoint").read_text())[1])
+
+
+def restored_step(run):
+    """Waits for the chief to say it restored a checkpoint; its step."""
+    return int(run.next_line(
+        r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
+        timeout=120)[1])
+
+
 def pause(logdir, job, index):
     """SIGSTOP a task while another restarts, so that the global step
     stands still whatever the restart costs on a busy machine; returns the
@@ -117,17 +130,14 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
         # The workers stand still while the ps dies, so that the last
         # checkpoint is known: the one the chief must restore.
         go_on = [pause(logdir, "worker", index) for index in (0, 1)]
-        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
-                              (logdir / "checkpoint").read_text())[1])
+        saved = last_checkpoint_step(logdir)
         kill(run, logdir, "ps", 0, 3)
         for function in go_on:
             function()
         # The ps lost the model: the chief restores the last checkpoint,
         # which is at most --save_checkpoint_steps behind (a quarter of the
         # progress made here, at least 4 of them).
-        restored = int(run.next_line(
-            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
-            timeout=120)[1])
+        restored = restored_step(run)
         # (A checkpoint is named after the global step read just before the
         # save; another worker's update may land in between.)
         assert saved <= restored <= saved + 10, (saved, restored)
@@ -212,9 +222,7 @@ def test_sagn_survives_a_killed_worker_chief_and_ps_on_empty_disks(run_dir):
         # A round is synchronous: the workers wait while the ps restarts.
         at_ps_kill = next_step(run, "worker:0", at_least=resumed + 15)
         kill(run, logdir, "ps", 0, 3)
-        restored = int(run.next_line(
-            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
-            timeout=120)[1])
+        restored = restored_step(run)
         code, output = run.finish(timeout=240)
     finally:
         run.kill()
@@ -276,14 +284,11 @@ def test_ps_0_killed_mid_run_on_its_own_disk(run_dir, folder, script):
         # The workers stand still while the ps dies, so that the last
         # checkpoint is known: the one the chief must restore.
         go_on = [pause(logdir, "worker", index) for index in (0, 1)]
-        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
-                              (logdir / "checkpoint").read_text())[1])
+        saved = last_checkpoint_step(logdir)
         kill(run, logdir, "ps", 0, 1, max_restarts=1)
         for function in go_on:
             function()
-        restored = int(run.next_line(
-            r"^\[worker:0\] resuming at global step (\d+) from checkpoint ",
-            timeout=120)[1])
+        restored = restored_step(run)
         code, output = run.finish(timeout=240)
     finally:
         run.kill()
@@ -313,8 +318,7 @@ def test_an_allreduce_restarts_as_a_group_from_the_last_checkpoint(run_dir):
         # Worker 0 stands still, and with it the allreduce, so that the last
         # checkpoint is known when worker 1 dies.
         go_on = pause(logdir, "worker", 0)
-        saved = int(re.search(r'model_checkpoint_path: ".*-(\d+)"',
-                              (logdir / "checkpoint").read_text())[1])
+        saved = last_checkpoint_step(logdir)
         os.kill(task_pid(logdir, "worker", 1), signal.SIGKILL)
         run.next_line(r"^\[launch\] worker:1 died \(signal 9\); restarting the "
                       r"whole group \(1 of 1\)", timeout=60)

@@ -7,7 +7,7 @@ import re
 import threading
 
 import pytest
-from test_recovery import Run, kill, next_step, pause
+from test_recovery import Run, kill, next_step, pause, restored_step
 
 from conftest import LAUNCHER, REPO, read_result
 
@@ -105,8 +105,7 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
         assert not probe.took_it_within(5), "no run held the lock under ps 1"
         kill(run, logdir, "ps", 1, 1)
         assert probe.took_it_within(30), "the failed run's lock stayed taken"
-        run.next_line(r"^\[worker:0\] resuming at global step \d+ from "
-                      r"checkpoint ", timeout=120)
+        restored_step(run)
         finish(run, logdir)
     finally:
         run.kill()
@@ -132,8 +131,7 @@ def test_hogwild_survives_ps_0_lost_after_worker_1_finished(run_dir):
                           r"it this worker's \"training finished\": it says "
                           r"it again", timeout=60)
         go_on()
-        run.next_line(r"^\[worker:0\] resuming at global step \d+ from "
-                      r"checkpoint ", timeout=120)
+        restored_step(run)
         finish(run, logdir)
     finally:
         run.kill()
