@@ -75,9 +75,10 @@ class Disk:
                 os.rename(os.path.join(self.logdir, entry),
                           os.path.join(lost, entry))
 
-    def to_json(self):
-        return json.dumps({"logdir": self.logdir, "source": self.source,
-                           "hidden": list(self.hidden)})
+    def fields(self):
+        """What a task needs to enter it (enter's arguments)."""
+        return {"logdir": self.logdir, "source": self.source,
+                "hidden": list(self.hidden)}
 
 
 def for_task(logdir, job, index, coordinator, on_restart="kept"):
@@ -122,8 +123,7 @@ def enter(logdir, source, hidden):
 
 
 def enter_json(text):
-    disk = json.loads(text)
-    enter(disk["logdir"], disk["source"], disk["hidden"])
+    enter(**json.loads(text))
 
 
 def wrapper(disk):
@@ -131,7 +131,7 @@ def wrapper(disk):
     if disk is None:
         return []
     return [sys.executable, "-I", "-S", os.path.abspath(__file__),
-            disk.to_json()]
+            json.dumps(disk.fields())]
 
 
 def main(argv):

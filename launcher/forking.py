@@ -200,7 +200,7 @@ class Served:
         fields = {"argv": list(argv), "env": dict(env),
                   "cwd": cwd or os.getcwd(), "name": name}
         if disk is not None:  # a disks.Disk, which the task enters
-            fields["disk"] = json.loads(disk.to_json())
+            fields["disk"] = disk.fields()
         request = json.dumps(fields).encode()
         user_fd = os.open("/proc/self/ns/user", os.O_RDONLY)
         own_net_fd = None

@@ -111,8 +111,8 @@ class Launcher:
         # The job's PID namespace (reaping.JobNamespace), if it has one.
         self.namespace = namespace
         self.network = job_network or network.Network()
-        # What the tasks send each other (not measured on this machine's network).
-        self.traffic = traffic.for_job(None, [], options, logdir)
+        # Whether what the tasks send each other is measured (start()): not
+        # on this machine's network.
         self.measured = job_network is not None
         self.logdir = logdir
         self.tasks = []

@@ -78,7 +78,7 @@ class Task:
         if self.namespace is not None:
             network.enter(self.namespace)
         if self.disk is not None:
-            disks.enter(self.disk.logdir, self.disk.source, self.disk.hidden)
+            disks.enter(**self.disk.fields())
 
     def stop(self, sig):
         """Signals the task's whole process group, if the task has not
