@@ -34,8 +34,9 @@ from conftest import (
 RAY_PACKAGES = os.path.join(sys.prefix, "ray-packages")
 RAY = [PYTHON, "-m", "ray.scripts.scripts"]
 EXAMPLE = os.path.join(REPO, "Multi-Worker-Mirrored-Strategy")
-# This machine's end of the veth pair, and the second node's.
-HEAD_IP, NODE_IP = "10.77.0.1", "10.77.0.2"
+# The /24 networks the veth pair may take: the first one no interface here
+# uses, so that a pair another run left behind cannot take the replies.
+CANDIDATE_SUBNETS = [ipaddress.ip_network(f"10.77.{n}.0/24") for n in range(256)]
 START_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 300
 STOP_TIMEOUT_S = 30
@@ -60,10 +61,21 @@ def ip(*arguments):
                    capture_output=True, text=True)
 
 
-def free_port():
+def free_port(address):
     with socket.socket() as probe:
-        probe.bind((HEAD_IP, 0))
+        probe.bind((address, 0))
         return probe.getsockname()[1]
+
+
+def unused_subnet():
+    listed = subprocess.run(["ip", "-o", "-4", "addr"], check=True, timeout=30,
+                            capture_output=True, text=True).stdout
+    in_use = [ipaddress.ip_interface(word).network
+              for word in re.findall(r"\binet (\S+)", listed)]
+    for subnet in CANDIDATE_SUBNETS:
+        if not any(subnet.overlaps(network) for network in in_use):
+            return subnet
+    pytest.fail("every 10.77.N.0/24 network is in use on this machine")
 
 
 def namespaces():
@@ -79,23 +91,25 @@ def links():
 
 @pytest.fixture
 def namespace():
-    """A network namespace joined to this one by a veth pair: HEAD_IP here,
-    NODE_IP there. Deleted afterwards, and checked gone."""
+    """A network namespace joined to this one by a veth pair on a /24 no
+    interface uses: yields (name, this end's address, the namespace end's).
+    Deleted afterwards, and checked gone."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.fail("this test needs root and iproute2's `ip` (apt-get "
                     "install iproute2) to make a network namespace")
     name = f"raynode{os.getpid()}"
     host_end, node_end = f"rayh{os.getpid()}"[:15], f"rayn{os.getpid()}"[:15]
+    head_ip, node_ip = list(unused_subnet().hosts())[:2]
     ip("netns", "add", name)
     try:
         ip("link", "add", host_end, "type", "veth", "peer", "name", node_end,
            "netns", name)
-        ip("addr", "add", f"{HEAD_IP}/24", "dev", host_end)
+        ip("addr", "add", f"{head_ip}/24", "dev", host_end)
         ip("link", "set", host_end, "up")
-        ip("-n", name, "addr", "add", f"{NODE_IP}/24", "dev", node_end)
+        ip("-n", name, "addr", "add", f"{node_ip}/24", "dev", node_end)
         ip("-n", name, "link", "set", node_end, "up")
         ip("-n", name, "link", "set", "lo", "up")
-        yield name
+        yield name, str(head_ip), str(node_ip)
     finally:
         # Deleting one end of a veth pair deletes both, at once; deleting the
         # namespace would only once its last process has gone.
@@ -130,26 +144,28 @@ def leftovers_after(text, timeout):
 def cluster(namespace):
     """A Ray cluster of two nodes, one CPU each, so that each Ray Train
     worker has a node to itself: the head here, the other in `namespace`.
-    Yields the head's address; afterwards no Ray process may be left."""
+    Yields the head's address and both nodes' addresses; afterwards no Ray
+    process may be left."""
+    name, head_ip, node_ip = namespace
     # Every Ray process names this folder (its session) on its command line.
     temp_dir = tempfile.mkdtemp(prefix="ray-")
-    port = free_port()
+    port = free_port(head_ip)
     common = ["--block", "--num-cpus", "1", "--temp-dir", temp_dir,
               "--disable-usage-stats"]
     nodes = []
     try:
-        head = Running([*RAY, "start", "--head", "--node-ip-address", HEAD_IP,
+        head = Running([*RAY, "start", "--head", "--node-ip-address", head_ip,
                         "--port", str(port), "--include-dashboard", "false",
                         *common], env=ray_env())
         nodes.append(head)
         head.wait_for_line(r"Ray runtime started", START_TIMEOUT_S)
-        second = Running(["ip", "netns", "exec", namespace, *RAY, "start",
-                          "--address", f"{HEAD_IP}:{port}",
-                          "--node-ip-address", NODE_IP, *common],
+        second = Running(["ip", "netns", "exec", name, *RAY, "start",
+                          "--address", f"{head_ip}:{port}",
+                          "--node-ip-address", node_ip, *common],
                          env=ray_env())
         nodes.append(second)
         second.wait_for_line(r"Ray runtime started", START_TIMEOUT_S)
-        yield f"{HEAD_IP}:{port}"
+        yield f"{head_ip}:{port}", {head_ip, node_ip}
     finally:
         for node in reversed(nodes):
             stop(node)
@@ -166,16 +182,17 @@ def cluster(namespace):
 
 
 def test_two_nodes_train_like_run_sh(cluster, tmp_path):
+    address, node_addresses = cluster
     ray_logdir, plain_logdir = tmp_path / "ray", tmp_path / "plain"
     on_ray = run(["bash", os.path.join(EXAMPLE, "run_ray.sh"), "--address",
-                  cluster, *TRAINING_FLAGS, "--logdir", str(ray_logdir)],
+                  address, *TRAINING_FLAGS, "--logdir", str(ray_logdir)],
                  timeout=RUN_TIMEOUT_S, env=ray_env())
     assert on_ray.returncode == 0, on_ray.stdout[-3000:] + on_ray.stderr[-3000:]
     placed = re.findall(r"^\[ray\] worker (\d) ran on node (\S+), listening at "
                         r"(\S+):\d+$", on_ray.stdout, re.MULTILINE)
     assert len(placed) == 2, on_ray.stdout[-3000:]
     # Each worker on its own node, and its TF_CONFIG address that node's.
-    assert {node for _, node, _ in placed} == {HEAD_IP, NODE_IP}
+    assert {node for _, node, _ in placed} == node_addresses
     for _, node, host in placed:
         assert ipaddress.ip_address(host) == ipaddress.ip_address(node)
     assert re.search(r"^RESULT .*test_accuracy=", on_ray.stdout, re.MULTILINE)
