@@ -14,14 +14,16 @@ would give them on separate machines.
 Training is the stretch from the chief's first progress line to its RESULT
 line: the job's start-up (sessions, the model's initialisation) and its
 shut-down are left out. When the RESULT line comes, the launcher adds
-`bytes=` and `bytes_per_example=` to it, as it shows it, and a "network"
-section to result.json, which the chief has just written. Standard library
-only.
+`bytes=` and `bytes_per_example=` to it, as it shows it, and to result.json,
+which the chief has just written, a "network" section and a "timeline": the
+seconds from the launch to that first progress line (start-up) and from
+there to RESULT. Standard library only.
 """
 
 import json
 import os
 import re
+import time
 
 PROGRESS = re.compile(r"^global_step (\d+) ")
 RESULT = re.compile(r"^RESULT .*")
@@ -55,6 +57,8 @@ class Traffic:
         # The links' --bandwidth and --latency, if limited.
         self.shaped = shaped or {}
         self.start = None  # (global step, counters) at the first progress line
+        self.launched = time.monotonic()
+        self.training_from = None  # when the first progress line came
 
     def observe(self, task_name, line):
         """Looks at a line task `task_name` printed; returns it as shown."""
@@ -63,13 +67,17 @@ class Traffic:
         progress = PROGRESS.match(line)
         if progress and self.start is None:
             self.start = int(progress[1]), counters()
+            self.training_from = time.monotonic()
         elif RESULT.match(line) and self.start is not None:
+            ended = time.monotonic()
             try:
                 network = self.measure(result_fields(line), counters())
             except (OSError, ValueError, KeyError, ZeroDivisionError):
                 return line  # a result without its steps: nothing to add
             self.start = None  # a restarted chief's training is measured anew
-            self.add_to_result(network)
+            self.add_to_result(network, {
+                "startup_s": round(self.training_from - self.launched, 2),
+                "training_s": round(ended - self.training_from, 2)})
             return (f"{line} bytes={network['bytes']} "
                     f"bytes_per_example={network['bytes_per_example']}")
         return line
@@ -105,11 +113,11 @@ class Traffic:
                 max(links[busiest].values()) / (steps * examples_per_step))
         return network
 
-    def add_to_result(self, network):
+    def add_to_result(self, network, timeline):
         path = os.path.join(self.logdir, "result.json")
         with open(path) as stream:
             result = json.load(stream)
-        result["network"] = network
+        result["network"], result["timeline"] = network, timeline
         with open(path + ".new", "w") as stream:
             json.dump(result, stream, indent=2)
             stream.write("\n")

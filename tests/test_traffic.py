@@ -3,6 +3,7 @@ counters (launcher/traffic.py) agrees with what the graph moves."""
 
 import os
 import re
+import time
 
 import pytest
 
@@ -39,14 +40,20 @@ def graph_bytes_per_step(result):
     ("Hogwild", "hosts"), ("DOWNPOUR", "private"), ("Synchronous-SGD", "private")])
 def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
     logdir = run_dir / "run"
+    launched = time.monotonic()
     # No checkpoint and no test evaluation within the run: each reads the
     # whole model from the ps, which is traffic of its own.
     result = run(["bash", os.path.join(REPO, folder, "run.sh"), "--network",
                   mode, "--train_steps", "200", "--log_every", "20",
                   "--save_checkpoint_steps", "100000", "--eval_every", "100000",
                   "--logdir", str(logdir)], timeout=180)
+    elapsed = time.monotonic() - launched
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     saved = read_result(logdir)
+    # Start-up and training follow each other within the launcher's run.
+    timeline = saved["timeline"]
+    assert timeline["startup_s"] > 0 and timeline["training_s"] > 0, timeline
+    assert timeline["startup_s"] + timeline["training_s"] < elapsed, timeline
     measured = saved["network"]
     line = re.search(r"^\[worker:0\] RESULT .* bytes=(\d+) "
                      r"bytes_per_example=(\d+)$", result.stdout, re.MULTILINE)
@@ -86,3 +93,4 @@ def test_the_host_network_is_not_measured(run_dir):
     assert re.search(r"^\[worker:0\] RESULT .* seed=0$", result.stdout,
                      re.MULTILINE)
     assert "network" not in read_result(logdir)
+    assert "timeline" not in read_result(logdir)
