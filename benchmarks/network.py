@@ -70,6 +70,9 @@ def make_parser():
                         help="--communication_window of the windowed schemes")
     parser.add_argument("--run_timeout", type=int, default=600,
                         help="seconds after which one run is stopped")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the runs already in --results' runs.json "
+                             "that this invocation does not redo")
     parser.add_argument("--results", default=os.path.join(
         REPO, "benchmarks", "results", "network"), help="output folder")
     return parser
@@ -162,24 +165,120 @@ def run_one(scheme, rate, workers, args, data_dir, train_examples=None):
     return record
 
 
+def evaluations_before(curve, target):
+    """Seconds of the chief's evaluations before the first point at or above
+    `target`, the one at the start left out (start-up counts it)."""
+    reached = next((index for index, point in enumerate(curve)
+                    if point["test_accuracy"] >= target), None)
+    if reached is None:
+        return None
+    return round(sum(point.get("eval_s", 0.0) for point in curve[1:reached]), 1)
+
+
 def measured(result, curve, rate):
-    """A finished run's throughput, bytes and link bound."""
+    """A finished run's throughput, bytes, link bound and where its time
+    went: start-up (the launch to the chief's first progress line, its first
+    evaluation left out) and evaluations until 97%."""
     eval_s = sum(point.get("eval_s", 0.0) for point in curve)
     training_s = max(result["wall_s"] - eval_s, 1e-9)
     network = result.get("network", {})
+    timeline = result.get("timeline", {})
     figures = {"test_accuracy": result["test_accuracy"],
                "examples": result["examples"],
                "examples_per_s": round(result["examples"] / training_s),
                "bytes_per_example": network.get("bytes_per_example"),
                "busiest_link": network.get("busiest_link"),
                "busiest_bytes_per_example":
-                   network.get("busiest_link_bytes_per_example")}
+                   network.get("busiest_link_bytes_per_example"),
+               "evaluations_to_97_s": evaluations_before(curve, TARGET)}
+    if "startup_s" in timeline:
+        first_evaluation = curve[0].get("eval_s", 0.0) if curve else 0.0
+        figures["startup_s"] = round(timeline["startup_s"] - first_evaluation, 1)
     busiest = figures["busiest_bytes_per_example"]
     if rate != NO_LIMIT and busiest:
         bound = bits_per_second(rate) / 8 / busiest
         figures["bound_examples_per_s"] = round(bound)
         figures["share_of_bound"] = round(figures["examples_per_s"] / bound, 2)
     return figures
+
+
+def with_compute_bounds(records):
+    """Each limited run's bound if its computation and its link take turns:
+    the unlimited run's time per example plus the link's; and its share."""
+    unlimited = {(record["scheme"], record["workers"]): record
+                 for record in records if record["rate"] == NO_LIMIT}
+    for record in records:
+        free = unlimited.get((record["scheme"], record["workers"]), {})
+        if record.get("bound_examples_per_s") and free.get("examples_per_s"):
+            serial = 1 / (1 / free["examples_per_s"]
+                          + 1 / record["bound_examples_per_s"])
+            record["serial_bound_examples_per_s"] = round(serial)
+            record["share_of_serial_bound"] = round(
+                record["examples_per_s"] / serial, 2)
+    return records
+
+
+def against_baseline(records, baseline):
+    """Each unlimited run's time to 97% against the baseline's, its examples
+    to 97% against the baseline's, and its training split into the
+    baseline's time for as many examples and the rest."""
+    baseline_examples = examples_to(baseline.get("curve", []), TARGET)
+    if not (baseline.get("s_to_97") and baseline_examples):
+        return records
+    baseline_rate = baseline["examples"] / baseline["training_s"]
+    for record in records:
+        if record["rate"] == NO_LIMIT and record["s_to_97"]:
+            compute_s = record["examples_to_97"] / baseline_rate
+            record.update({
+                "times_baseline": round(record["s_to_97"] / baseline["s_to_97"], 2),
+                "examples_times_baseline": round(
+                    record["examples_to_97"] / baseline_examples, 2),
+                "baseline_compute_s": round(compute_s, 1),
+                "beyond_compute_s": round(record["s_to_97"] - compute_s, 1)})
+    return records
+
+
+# What the issue's targets allow at no limit, as a multiple of the
+# baseline's time to 97%, by how a scheme talks to the ps.
+NO_LIMIT_TARGETS = {examples.WINDOW: 2.0, examples.SYNC_WINDOW: 2.0,
+                    examples.EVERY_STEP: 3.0, examples.SYNC: 4.0,
+                    examples.ALLREDUCE: 4.0}
+WINDOWED_SPEED_UP = 4.0
+BOUND_FACTOR = 1.5
+SLOW_LINK = "100mbit"
+
+
+def verdicts(records):
+    """The targets, met or missed, one line each, from the records."""
+    kinds = {example.name: example.kind for example in examples.EXAMPLES}
+    by_key = {(record["scheme"], record["workers"], record["rate"]): record
+              for record in records}
+    lines = []
+    for (scheme, workers, rate), record in by_key.items():
+        hogwild = by_key.get(("Hogwild", workers, rate), {})
+        if (rate == SLOW_LINK and kinds[scheme] in WINDOWED and record["s_to_97"]
+                and hogwild.get("s_to_97")):
+            speed_up = hogwild["s_to_97"] / record["s_to_97"]
+            lines.append(f"- {scheme}, {workers} workers, {rate}: reached 97% "
+                         f"{speed_up:.1f}x sooner than Hogwild (target "
+                         f"{WINDOWED_SPEED_UP:g}x): "
+                         f"{'met' if speed_up >= WINDOWED_SPEED_UP else 'missed'}")
+        free = by_key.get((scheme, workers, NO_LIMIT), {})
+        if (record.get("share_of_bound") and free.get("examples_per_s")
+                and record["bound_examples_per_s"] < free["examples_per_s"]):
+            share = record["share_of_bound"]
+            lines.append(f"- {scheme}, {workers} workers, {rate}: {share} of "
+                         f"the link's bound (target {1 / BOUND_FACTOR:.2f}): "
+                         f"{'met' if share * BOUND_FACTOR >= 1 else 'missed'}; "
+                         f"{record.get('share_of_serial_bound')} of the bound "
+                         "with compute")
+        if "times_baseline" in record and kinds[scheme] in NO_LIMIT_TARGETS:
+            allowed = NO_LIMIT_TARGETS[kinds[scheme]]
+            times = record["times_baseline"]
+            lines.append(f"- {scheme}, {workers} workers, no limit: {times}x "
+                         f"the baseline's time to 97% (target {allowed:g}x): "
+                         f"{'met' if times <= allowed else 'missed'}")
+    return lines
 
 
 def shown(value, suffix=""):
@@ -197,9 +296,13 @@ def markdown(meta, records):
              "example; *busiest link*: the busiest link's (the ps's, where "
              "there is one), each way; *bound*: the examples per second that "
              "link lets through at its rate.", "",
+             "*With compute*: the bound if the exchanges and the computation "
+             "take turns, from the unlimited run's time per example plus the "
+             "link's.", "",
              "| example | workers | link | to 97% | examples/s | bytes/example "
-             "| busiest link bytes/example | bound (examples/s) | measured / bound |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| busiest link bytes/example | bound (examples/s) | measured / bound "
+             "| bound with compute | measured / that |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for record in records:
         lines.append(
             f"| {record['scheme']} | {record['workers']} | {record['rate']} | "
@@ -208,8 +311,34 @@ def markdown(meta, records):
             f"{shown(record.get('bytes_per_example'))} | "
             f"{shown(record.get('busiest_bytes_per_example'))} | "
             f"{shown(record.get('bound_examples_per_s'))} | "
-            f"{shown(record.get('share_of_bound'))}"
+            f"{shown(record.get('share_of_bound'))} | "
+            f"{shown(record.get('serial_bound_examples_per_s'))} | "
+            f"{shown(record.get('share_of_serial_bound'))}"
             f"{' (' + record['error'] + ')' if 'error' in record else ''} |")
+    lines += ["", "## Where the time goes with no limit", "",
+              "From the launch to 97%: *start-up* until the chief's first "
+              "progress line (its first evaluation left out), the chief's "
+              "*evaluations* until 97%, and *training* until 97%. Training "
+              "is then split into what the baseline took for as many "
+              "examples, and the rest: the exchanges and the tasks sharing "
+              "the cores. *× baseline*: time to 97% against the baseline's "
+              f"({shown(meta.get('baseline_s_to_97'), ' s')}), and the "
+              "examples needed against the baseline's.", "",
+              "| example | workers | start-up | evaluations | training | of which "
+              "the baseline's compute | the rest | × baseline (time) "
+              "| × baseline (examples) |", "|---|---|---|---|---|---|---|---|---|"]
+    for record in records:
+        if record["rate"] == NO_LIMIT:
+            lines.append(
+                f"| {record['scheme']} | {record['workers']} | "
+                f"{shown(record.get('startup_s'), ' s')} | "
+                f"{shown(record.get('evaluations_to_97_s'), ' s')} | "
+                f"{shown(record['s_to_97'], ' s')} | "
+                f"{shown(record.get('baseline_compute_s'), ' s')} | "
+                f"{shown(record.get('beyond_compute_s'), ' s')} | "
+                f"{shown(record.get('times_baseline'))} | "
+                f"{shown(record.get('examples_times_baseline'))} |")
+    lines += ["", "## Targets", "", *verdicts(records)]
     return "\n".join(lines) + "\n"
 
 
@@ -238,6 +367,28 @@ def plot(path, records, rates, worker_counts):
     figure.tight_layout()
     figure.savefig(path, dpi=80)
     plt.close(figure)
+
+
+def merged(path, meta, records):
+    """`records` in place of the runs of `path` they redo, the others kept
+    in their order; the meta says both commands."""
+    if not os.path.exists(path):
+        return meta, records
+    with open(path) as stream:
+        earlier = json.load(stream)
+    redone = {(record["scheme"], record["workers"], record["rate"])
+              for record in records}
+    kept = [record for record in earlier["runs"]
+            if (record["scheme"], record["workers"], record["rate"]) not in redone]
+    order = {example.name: index for index, example in enumerate(examples.EXAMPLES)}
+    runs = sorted(kept + records, key=lambda record: (
+        order.get(record["scheme"], len(order)), record["workers"]))
+    old = earlier["meta"]
+    if old["baseline_s_to_97"] != meta["baseline_s_to_97"]:
+        meta["baseline_s_to_97"] = f"{old['baseline_s_to_97']} and " \
+                                   f"{meta['baseline_s_to_97']}"
+    meta["command"] = f"{old['command']}`, then `{meta['command']}"
+    return meta, runs
 
 
 def main(argv=None):
@@ -272,11 +423,16 @@ def main(argv=None):
                       f"{shown(record.get('bytes_per_example'))} bytes/example"
                       f"{', ' + record['error'] if 'error' in record else ''}",
                       flush=True)
+    against_baseline(records, baseline)
     meta = {"date": datetime.date.today().isoformat(),
             "command": shlex.join(["python", "benchmarks/network.py", *map(
                 runner.shown_path, sys.argv[1:] if argv is None else argv)]),
             "hardware": machine.hardware(), "software": machine.software(),
             "baseline_s_to_97": baseline.get("s_to_97")}
+    if args.add:
+        meta, records = merged(os.path.join(args.results, "runs.json"), meta,
+                               records)
+    with_compute_bounds(records)
     with open(os.path.join(args.results, "runs.json"), "w") as stream:
         json.dump({"meta": meta, "runs": records}, stream, indent=1)
         stream.write("\n")
