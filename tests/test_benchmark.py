@@ -288,7 +288,8 @@ def test_the_network_benchmark_compares_each_run_with_its_links_bound():
     result = {"test_accuracy": 0.97, "examples": 300_000, "wall_s": 31.0,
               "network": {"bytes_per_example": 8400, "busiest_link": "ps:0",
                           "busiest_link_bytes_per_example": 4200}}
-    curve = [{"eval_s": 0.5}, {"eval_s": 0.5}]
+    curve = [{"eval_s": 0.5, "test_accuracy": 0.1},
+             {"eval_s": 0.5, "test_accuracy": 0.97}]
     figures = network.measured(result, curve, "100mbit")
     assert figures["examples_per_s"] == 10_000  # 30 s of training
     # 12.5 MB/s through 4,200 bytes per example.
@@ -302,8 +303,84 @@ def test_the_network_benchmark_compares_each_run_with_its_links_bound():
                               {"scheme": "Hogwild", "workers": 4, "rate": "100mbit",
                                "s_to_97": None, "error": "timed out"}])
     assert "| Hogwild | 2 | 100mbit | 40.2 s | 10,000 | 8,400 | 4,200 | 2,976 " \
-           "| 3.36 |" in table
-    assert "| Hogwild | 4 | 100mbit | – | – | – | – | – | – (timed out) |" in table
+           "| 3.36 | – | – |" in table
+    assert "| Hogwild | 4 | 100mbit | – | – | – | – | – | – | – | – (timed out) |" \
+        in table
+
+
+def network_run(scheme, rate, s_to_97, examples_per_s, **more):
+    return {"scheme": scheme, "workers": 2, "rate": rate, "s_to_97": s_to_97,
+            "examples_per_s": examples_per_s, **more}
+
+
+def test_the_network_benchmark_says_where_the_time_goes_and_judges_the_targets():
+    import network
+
+    curve = [{"test_accuracy": 0.1, "eval_s": 2.0},
+             {"test_accuracy": 0.9, "eval_s": 0.5},
+             {"test_accuracy": 0.96, "eval_s": 0.25},
+             {"test_accuracy": 0.97, "eval_s": 0.5}]
+    # The first evaluation is start-up's; the 97% point's own is after it.
+    assert network.evaluations_before(curve, 0.97) == 0.8
+    assert network.evaluations_before(curve, 0.99) is None
+    figures = network.measured({"test_accuracy": 0.97, "examples": 100, "wall_s": 9,
+                                "timeline": {"startup_s": 7.0}}, curve, "none")
+    assert figures["startup_s"] == 5.0
+
+    hogwild_slow = network_run("Hogwild", "100mbit", 120.0, 2_500,
+                               bound_examples_per_s=3_000, share_of_bound=0.83)
+    records = [
+        network_run("Hogwild", "none", 12.0, 25_000, examples_to_97=300_000),
+        hogwild_slow,
+        network_run("DOWNPOUR", "none", 10.0, 40_000, examples_to_97=400_000),
+        network_run("DOWNPOUR", "100mbit", 40.0, 12_000,
+                    bound_examples_per_s=20_000, share_of_bound=0.6)]
+    network.with_compute_bounds(records)
+    # 1 / (1/25,000 + 1/3,000) examples per second, if they take turns.
+    assert hogwild_slow["serial_bound_examples_per_s"] == 2679
+    assert hogwild_slow["share_of_serial_bound"] == 0.93
+    # A baseline at 40,000 examples/s that needed 200,000 examples (5 s).
+    baseline = {"s_to_97": 5.0, "examples": 400_000, "training_s": 10.0,
+                "curve": [{"examples": 100_000, "test_accuracy": 0.95},
+                          {"examples": 200_000, "test_accuracy": 0.97}]}
+    network.against_baseline(records, baseline)
+    assert (records[0]["times_baseline"], records[0]["examples_times_baseline"],
+            records[0]["baseline_compute_s"], records[0]["beyond_compute_s"]) == \
+        (2.4, 1.5, 7.5, 4.5)
+    assert "times_baseline" not in hogwild_slow
+    lines = network.verdicts(records)
+    assert "- Hogwild, 2 workers, no limit: 2.4x the baseline's time to 97% " \
+           "(target 3x): met" in lines
+    assert "- DOWNPOUR, 2 workers, no limit: 2.0x the baseline's time to 97% " \
+           "(target 2x): met" in lines
+    assert "- DOWNPOUR, 2 workers, 100mbit: reached 97% 3.0x sooner than " \
+           "Hogwild (target 4x): missed" in lines
+    assert "- DOWNPOUR, 2 workers, 100mbit: 0.6 of the link's bound (target " \
+           "0.67): missed; 0.9 of the bound with compute" in lines
+    assert "- Hogwild, 2 workers, 100mbit: 0.83 of the link's bound (target " \
+           "0.67): met; 0.93 of the bound with compute" in lines
+
+
+def test_the_network_benchmark_adds_to_the_runs_of_an_earlier_invocation(tmp_path):
+    import json
+
+    import network
+
+    path = tmp_path / "runs.json"
+    earlier = [network_run("Hogwild", "none", 12.0, 25_000),
+               network_run("DOWNPOUR", "none", 10.0, 40_000)]
+    path.write_text(json.dumps({"meta": {"command": "first",
+                                         "baseline_s_to_97": 4.0},
+                                "runs": earlier}))
+    redone = network_run("Hogwild", "none", 11.0, 26_000)
+    four = dict(network_run("Hogwild", "none", 9.0, 30_000), workers=4)
+    meta, runs = network.merged(str(path), {"command": "second",
+                                            "baseline_s_to_97": 4.2},
+                                [four, redone])
+    # The examples' order, then the workers; a redone run replaces its old one.
+    assert runs == [redone, four, earlier[1]]
+    assert meta == {"command": "first`, then `second",
+                    "baseline_s_to_97": "4.0 and 4.2"}
 
 
 @pytest.mark.parametrize("argv, error", [
