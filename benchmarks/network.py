@@ -238,7 +238,7 @@ def against_baseline(records, baseline):
     return records
 
 
-# What the targets allow at no limit, as a multiple of the
+# What the targets allow at no limit, as a multiple of the
 # baseline's time to 97%, by how a scheme talks to the ps.
 NO_LIMIT_TARGETS = {examples.WINDOW: 2.0, examples.SYNC_WINDOW: 2.0,
                     examples.EVERY_STEP: 3.0, examples.SYNC: 4.0,
