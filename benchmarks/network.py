@@ -177,7 +177,7 @@ def evaluations_before(curve, target):
 
 def measured(result, curve, rate):
     """A finished run's throughput, bytes, link bound and where its time
-    went: start-up (the launch to the chief's first progress line, its first
+    went: start-up (the launch to the chief's first step, its first
     evaluation left out) and evaluations until 97%."""
     eval_s = sum(point.get("eval_s", 0.0) for point in curve)
     training_s = max(result["wall_s"] - eval_s, 1e-9)
@@ -191,9 +191,10 @@ def measured(result, curve, rate):
                "busiest_bytes_per_example":
                    network.get("busiest_link_bytes_per_example"),
                "evaluations_to_97_s": evaluations_before(curve, TARGET)}
-    if "startup_s" in timeline:
-        first_evaluation = curve[0].get("eval_s", 0.0) if curve else 0.0
-        figures["startup_s"] = round(timeline["startup_s"] - first_evaluation, 1)
+    if "launch_to_result_s" in timeline:  # less the first and last evaluation
+        evaluations = 2 * curve[0].get("eval_s", 0.0) if curve else 0.0
+        figures["startup_s"] = round(timeline["launch_to_result_s"]
+                                     - result["wall_s"] - evaluations, 1)
     busiest = figures["busiest_bytes_per_example"]
     if rate != NO_LIMIT and busiest:
         bound = bits_per_second(rate) / 8 / busiest
@@ -243,9 +244,7 @@ def against_baseline(records, baseline):
 NO_LIMIT_TARGETS = {examples.WINDOW: 2.0, examples.SYNC_WINDOW: 2.0,
                     examples.EVERY_STEP: 3.0, examples.SYNC: 4.0,
                     examples.ALLREDUCE: 4.0}
-WINDOWED_SPEED_UP = 4.0
-BOUND_FACTOR = 1.5
-SLOW_LINK = "100mbit"
+WINDOWED_SPEED_UP, BOUND_FACTOR, SLOW_LINK = 4.0, 1.5, "100mbit"
 
 
 def verdicts(records):
@@ -317,7 +316,7 @@ def markdown(meta, records):
             f"{' (' + record['error'] + ')' if 'error' in record else ''} |")
     lines += ["", "## Where the time goes with no limit", "",
               "From the launch to 97%: *start-up* until the chief's first "
-              "progress line (its first evaluation left out), the chief's "
+              "step (its first evaluation left out), the chief's "
               "*evaluations* until 97%, and *training* until 97%. Training "
               "is then split into what the baseline took for as many "
               "examples, and the rest: the exchanges and the tasks sharing "

@@ -16,8 +16,9 @@ line: the job's start-up (sessions, the model's initialisation) and its
 shut-down are left out. When the RESULT line comes, the launcher adds
 `bytes=` and `bytes_per_example=` to it, as it shows it, and to result.json,
 which the chief has just written, a "network" section and a "timeline": the
-seconds from the launch to that first progress line (start-up) and from
-there to RESULT. Standard library only.
+seconds from the launch to the RESULT line, which, less the chief's wall_s
+(its training, from its first step), is the job's start-up and its final
+evaluation. Standard library only.
 """
 
 import json
@@ -58,7 +59,6 @@ class Traffic:
         self.shaped = shaped or {}
         self.start = None  # (global step, counters) at the first progress line
         self.launched = time.monotonic()
-        self.training_from = None  # when the first progress line came
 
     def observe(self, task_name, line):
         """Looks at a line task `task_name` printed; returns it as shown."""
@@ -67,7 +67,6 @@ class Traffic:
         progress = PROGRESS.match(line)
         if progress and self.start is None:
             self.start = int(progress[1]), counters()
-            self.training_from = time.monotonic()
         elif RESULT.match(line) and self.start is not None:
             ended = time.monotonic()
             try:
@@ -76,8 +75,7 @@ class Traffic:
                 return line  # a result without its steps: nothing to add
             self.start = None  # a restarted chief's training is measured anew
             self.add_to_result(network, {
-                "startup_s": round(self.training_from - self.launched, 2),
-                "training_s": round(ended - self.training_from, 2)})
+                "launch_to_result_s": round(ended - self.launched, 2)})
             return (f"{line} bytes={network['bytes']} "
                     f"bytes_per_example={network['bytes_per_example']}")
         return line

@@ -50,10 +50,10 @@ def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
     elapsed = time.monotonic() - launched
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     saved = read_result(logdir)
-    # Start-up and training follow each other within the launcher's run.
-    timeline = saved["timeline"]
-    assert timeline["startup_s"] > 0 and timeline["training_s"] > 0, timeline
-    assert timeline["startup_s"] + timeline["training_s"] < elapsed, timeline
+    # The chief's training lies within the launch's time to its RESULT line,
+    # which lies within the command's.
+    to_result = saved["timeline"]["launch_to_result_s"]
+    assert saved["wall_s"] < to_result < elapsed, (saved, elapsed)
     measured = saved["network"]
     line = re.search(r"^\[worker:0\] RESULT .* bytes=(\d+) "
                      r"bytes_per_example=(\d+)$", result.stdout, re.MULTILINE)
