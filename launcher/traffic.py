@@ -67,17 +67,20 @@ class Traffic:
         progress = PROGRESS.match(line)
         if progress and self.start is None:
             self.start = int(progress[1]), counters()
-        elif RESULT.match(line) and self.start is not None:
-            ended = time.monotonic()
-            try:
-                network = self.measure(result_fields(line), counters())
-            except (OSError, ValueError, KeyError, ZeroDivisionError):
-                return line  # a result without its steps: nothing to add
-            self.start = None  # a restarted chief's training is measured anew
-            self.add_to_result(network, {
-                "launch_to_result_s": round(ended - self.launched, 2)})
-            return (f"{line} bytes={network['bytes']} "
-                    f"bytes_per_example={network['bytes_per_example']}")
+        elif RESULT.match(line):
+            to_result = round(time.monotonic() - self.launched, 2)
+            timeline = {"launch_to_result_s": to_result}
+            network = None
+            if self.start is not None:  # no progress line: no bytes measured
+                try:
+                    network = self.measure(result_fields(line), counters())
+                except (OSError, ValueError, KeyError, ZeroDivisionError):
+                    pass  # a result without its steps: no bytes to add
+                self.start = None  # a restarted chief's training is measured anew
+            self.add_to_result(network, timeline)
+            if network:
+                return (f"{line} bytes={network['bytes']} "
+                        f"bytes_per_example={network['bytes_per_example']}")
         return line
 
     def measure(self, result, now):
@@ -113,9 +116,14 @@ class Traffic:
 
     def add_to_result(self, network, timeline):
         path = os.path.join(self.logdir, "result.json")
-        with open(path) as stream:
-            result = json.load(stream)
-        result["network"], result["timeline"] = network, timeline
+        try:
+            with open(path) as stream:
+                result = json.load(stream)
+        except (OSError, ValueError):
+            return  # no result written: nothing to add to
+        if network:
+            result["network"] = network
+        result["timeline"] = timeline
         with open(path + ".new", "w") as stream:
             json.dump(result, stream, indent=2)
             stream.write("\n")

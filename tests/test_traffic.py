@@ -83,6 +83,21 @@ def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
         assert "links" not in measured
 
 
+def test_a_run_with_no_progress_line_gets_its_timeline_but_no_bytes(run_dir):
+    """Bytes are counted from the chief's first progress line on; a run too
+    short to print one has none, but its time to RESULT is still kept."""
+    logdir = run_dir / "run"
+    result = run(["bash", os.path.join(REPO, "Hogwild", "run.sh"),
+                  "--train_steps", "20", "--log_every", "1000", "--logdir",
+                  str(logdir)], timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0$", result.stdout,
+                     re.MULTILINE)
+    saved = read_result(logdir)
+    assert "network" not in saved
+    assert saved["timeline"]["launch_to_result_s"] > saved["wall_s"]
+
+
 def test_the_host_network_is_not_measured(run_dir):
     """On this machine's network the loopback carries others' traffic too."""
     logdir = run_dir / "run"
