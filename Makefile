@@ -16,7 +16,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network tensorboard ui-test ray test-ray test-real-data \
+	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
 	test-waits clean
 
 venv: $(VENV)/.installed
@@ -67,6 +67,11 @@ bench-quick: venv
 # --workers choose fewer).
 bench-network: venv tools
 	$(PY) benchmarks/network.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
+
+# Start-up with each task a new Python against tasks forked from a launcher
+# that imported TensorFlow once (a few minutes).
+bench-startup: venv
+	$(PY) benchmarks/startup.py
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
 tensorboard: venv

@@ -43,6 +43,15 @@ def counters():
     return table
 
 
+def process_age():
+    """Seconds since this process started: its start time in /proc/self/stat
+    (field 22, in clock ticks since boot) against the boot clock."""
+    with open("/proc/self/stat") as stream:
+        fields = stream.read().rsplit(")", 1)[1].split()
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+
+
 def result_fields(line):
     """The RESULT line's key=value fields."""
     return dict(field.split("=", 1) for field in line.split()[1:] if "=" in field)
@@ -58,7 +67,8 @@ class Traffic:
         # The links' --bandwidth and --latency, if limited.
         self.shaped = shaped or {}
         self.start = None  # (global step, counters) at the first progress line
-        self.launched = time.monotonic()
+        # The launch: this process's start, before it imported anything.
+        self.launched = time.monotonic() - process_age()
 
     def observe(self, task_name, line):
         """Looks at a line task `task_name` printed; returns it as shown."""

@@ -395,3 +395,32 @@ def test_the_network_benchmark_refuses_bad_flags_in_one_line(argv, error):
                  timeout=60)
     assert result.returncode == 2
     assert error in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_startup_benchmark_compares_the_two_ways_side_by_side():
+    import startup
+
+    assert startup.startup_s({"timeline": {"launch_to_result_s": 9.5},
+                              "wall_s": 2.25}) == 7.25
+    new, forked = startup.WAYS
+    records = [{"workers": 4, "way": new, "startup_s": seconds, "command_s": 9.0}
+               for seconds in (6.0, 7.0, 9.0)]
+    records += [{"workers": 4, "way": forked, "startup_s": seconds,
+                 "command_s": 5.0} for seconds in (3.5, 3.0, 4.0)]
+    [row] = startup.summary(records)
+    # Medians: 7.0 s against 3.5 s.
+    assert row["medians"][new]["startup_s"] == 7.0
+    assert row["startup_ratio"] == 2.0
+    table = startup.markdown({"date": "d", "command": "c", "hardware": "h",
+                              "software": "s", "import_tensorflow_s": 2.5,
+                              "repeats": 3}, [row])
+    assert f"| 4 | {forked} | 3.5 s | 5.0 s |" in table
+    assert "- 4 workers: preloading makes start-up 2.0x shorter" in table
+
+
+@pytest.mark.parametrize("argv", [["--workers", "two"], ["--repeats", "0"]])
+def test_the_startup_benchmark_refuses_bad_flags_in_one_line(argv):
+    result = run([PYTHON, os.path.join(REPO, "benchmarks", "startup.py"), *argv],
+                 timeout=60)
+    assert result.returncode == 2
+    assert "error: --" in result.stderr.strip().splitlines()[-1]
