@@ -26,6 +26,7 @@ with one line.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -148,17 +149,15 @@ def run_one(scheme, rate, workers, args, data_dir, train_examples=None):
     code, _ = runner.execute(command, args.run_timeout + 60, os.path.join(
         args.results, "logs", name + ".log"))
     record["command_s"] = round(time.perf_counter() - started, 1)
-    curve_path = os.path.join(logdir, "accuracy_curve.json")
     curve = []
-    if os.path.exists(curve_path):
-        with open(curve_path) as stream:
-            curve = json.load(stream)
+    curve_path = os.path.join(logdir, "accuracy_curve.json")
+    with contextlib.suppress(FileNotFoundError), open(curve_path) as stream:
+        curve = json.load(stream)
     record["s_to_97"] = real_data.training_seconds_to(curve, TARGET)
     record["examples_to_97"] = examples_to(curve, TARGET)
     if code != 0:
-        record["error"] = "timed out" if code in (None, runner.LAUNCHER_TIMEOUT) \
-            else f"exit code {code}"
-        return record
+        timed_out = code in (None, runner.LAUNCHER_TIMEOUT)
+        return dict(record, error="timed out" if timed_out else f"exit code {code}")
     with open(os.path.join(logdir, "result.json")) as stream:
         result = json.load(stream)
     record.update(measured(result, curve, rate))
@@ -167,18 +166,18 @@ def run_one(scheme, rate, workers, args, data_dir, train_examples=None):
 
 def evaluations_before(curve, target):
     """Seconds of the chief's evaluations before the first point at or above
-    `target`, the one at the start left out (start-up counts it)."""
+    `target`, the one at the start included."""
     reached = next((index for index, point in enumerate(curve)
                     if point["test_accuracy"] >= target), None)
     if reached is None:
         return None
-    return round(sum(point.get("eval_s", 0.0) for point in curve[1:reached]), 1)
+    return round(sum(point.get("eval_s", 0.0) for point in curve[:reached]), 1)
 
 
 def measured(result, curve, rate):
     """A finished run's throughput, bytes, link bound and where its time
-    went: start-up (the launch to the chief's first step, its first
-    evaluation left out) and evaluations until 97%."""
+    went: start-up (the launch to the chief's first step, less its first
+    evaluation) and evaluations until 97%."""
     eval_s = sum(point.get("eval_s", 0.0) for point in curve)
     training_s = max(result["wall_s"] - eval_s, 1e-9)
     network = result.get("network", {})
@@ -249,14 +248,17 @@ WINDOWED_SPEED_UP, BOUND_FACTOR, SLOW_LINK = 4.0, 1.5, "100mbit"
 
 def verdicts(records):
     """The targets, met or missed, one line each, from the records."""
-    kinds = {example.name: example.kind for example in examples.EXAMPLES}
+    kinds = {name: example.kind for name, example in examples.BY_NAME.items()}
     by_key = {(record["scheme"], record["workers"], record["rate"]): record
               for record in records}
     lines = []
     for (scheme, workers, rate), record in by_key.items():
-        hogwild = by_key.get(("Hogwild", workers, rate), {})
-        if (rate == SLOW_LINK and kinds[scheme] in WINDOWED and record["s_to_97"]
-                and hogwild.get("s_to_97")):
+        hogwild, windowed = by_key.get(("Hogwild", workers, rate), {}), \
+            rate == SLOW_LINK and kinds.get(scheme) in WINDOWED
+        if windowed and not record["s_to_97"]:
+            lines.append(f"- {scheme}, {workers} workers, {rate}: did not reach "
+                         f"97%: missed")
+        elif windowed and hogwild.get("s_to_97"):
             speed_up = hogwild["s_to_97"] / record["s_to_97"]
             lines.append(f"- {scheme}, {workers} workers, {rate}: reached 97% "
                          f"{speed_up:.1f}x sooner than Hogwild (target "
@@ -271,7 +273,7 @@ def verdicts(records):
                          f"{'met' if share * BOUND_FACTOR >= 1 else 'missed'}; "
                          f"{record.get('share_of_serial_bound')} of the bound "
                          "with compute")
-        if "times_baseline" in record and kinds[scheme] in NO_LIMIT_TARGETS:
+        if "times_baseline" in record and kinds.get(scheme) in NO_LIMIT_TARGETS:
             allowed = NO_LIMIT_TARGETS[kinds[scheme]]
             times = record["times_baseline"]
             lines.append(f"- {scheme}, {workers} workers, no limit: {times}x "
@@ -375,17 +377,15 @@ def merged(path, meta, records):
         return meta, records
     with open(path) as stream:
         earlier = json.load(stream)
-    redone = {(record["scheme"], record["workers"], record["rate"])
-              for record in records}
-    kept = [record for record in earlier["runs"]
-            if (record["scheme"], record["workers"], record["rate"]) not in redone]
+    redone = {(run["scheme"], run["workers"], run["rate"]) for run in records}
+    kept = [run for run in earlier["runs"]
+            if (run["scheme"], run["workers"], run["rate"]) not in redone]
     order = {example.name: index for index, example in enumerate(examples.EXAMPLES)}
     runs = sorted(kept + records, key=lambda record: (
         order.get(record["scheme"], len(order)), record["workers"]))
     old = earlier["meta"]
-    if old["baseline_s_to_97"] != meta["baseline_s_to_97"]:
-        meta["baseline_s_to_97"] = f"{old['baseline_s_to_97']} and " \
-                                   f"{meta['baseline_s_to_97']}"
+    meta["baseline_s_to_97"] = f"{old['baseline_s_to_97']}, then " \
+                               f"{meta['baseline_s_to_97']}"
     meta["command"] = f"{old['command']}`, then `{meta['command']}"
     return meta, runs
 
@@ -423,6 +423,7 @@ def main(argv=None):
                       f"{', ' + record['error'] if 'error' in record else ''}",
                       flush=True)
     against_baseline(records, baseline)
+    new_records = list(records)
     meta = {"date": datetime.date.today().isoformat(),
             "command": shlex.join(["python", "benchmarks/network.py", *map(
                 runner.shown_path, sys.argv[1:] if argv is None else argv)]),
@@ -442,7 +443,7 @@ def main(argv=None):
     print(f"results in {os.path.relpath(args.results)}: results.md, runs.json, "
           f"network.png")
     return 1 if any("error" in record and record["s_to_97"] is None
-                    for record in records) else 0
+                    for record in new_records) else 0
 
 
 if __name__ == "__main__":

@@ -68,18 +68,28 @@ def startup_s(result):
 
 
 def run_one(workers, preload, logdir):
+    """One run's start-up and command time; or its `error`, in one line."""
     shutil.rmtree(logdir, ignore_errors=True)
     command = ["bash", os.path.join(REPO, "Hogwild", "run.sh"), "--workers",
-               str(workers), "--train_steps", "200", "--eval_every", "0",
+               str(workers), "--network", "private", "--timeout",
+               str(RUN_TIMEOUT_S), "--train_steps", "200", "--eval_every", "0",
                "--logdir", logdir]
     env = dict(runner.benchmark_env(), **{PRELOAD: preload})
     started = time.perf_counter()
-    subprocess.run(command, env=env, capture_output=True, timeout=RUN_TIMEOUT_S,
-                   check=True)
-    command_s = round(time.perf_counter() - started, 2)
-    with open(os.path.join(logdir, "result.json")) as stream:
-        result = json.load(stream)
-    return {"startup_s": startup_s(result), "command_s": command_s}
+    try:
+        # run.sh execs the launcher: a timeout's kill ends it, and it its tasks.
+        subprocess.run(command, env=env, capture_output=True, check=True,
+                       timeout=RUN_TIMEOUT_S + 30)
+        command_s = round(time.perf_counter() - started, 2)
+        with open(os.path.join(logdir, "result.json")) as stream:
+            return {"startup_s": startup_s(json.load(stream)),
+                    "command_s": command_s}
+    except subprocess.CalledProcessError as error:
+        lines = error.stderr.decode(errors="replace").strip().splitlines()
+        return {"error": f"exit code {error.returncode}: "
+                         f"{lines[-1] if lines else 'no output'}"}
+    except (subprocess.TimeoutExpired, OSError, ValueError, KeyError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def summary(records):
@@ -88,10 +98,15 @@ def summary(records):
     for workers in dict.fromkeys(record["workers"] for record in records):
         medians = {}
         for way in WAYS:
-            runs = [record for record in records
-                    if record["workers"] == workers and record["way"] == way]
-            medians[way] = {key: round(statistics.median(
-                run[key] for run in runs), 2) for key in ("startup_s", "command_s")}
+            runs = [record for record in records if record["workers"] == workers
+                    and record["way"] == way and "error" not in record]
+            if runs:
+                medians[way] = {key: round(statistics.median(
+                    run[key] for run in runs), 2) for key in ("startup_s", "command_s")}
+        failed = [way for way in WAYS if way not in medians]
+        if failed:
+            rows.append({"workers": workers, "error": f"every run {failed[0]} failed"})
+            continue
         new, forked = (medians[way] for way in WAYS)
         rows.append({"workers": workers, "medians": medians,
                      "startup_ratio": round(new["startup_s"] / forked["startup_s"], 2)})
@@ -108,11 +123,13 @@ def markdown(meta, rows):
              f"the whole `bash run.sh`. Medians of {meta['repeats']} runs.", "",
              "| workers | way | start-up | command |", "|---|---|---|---|"]
     for row in rows:
-        for way, median in row["medians"].items():
+        for way, median in row.get("medians", {}).items():
             lines.append(f"| {row['workers']} | {way} | {median['startup_s']} s | "
                          f"{median['command_s']} s |")
-    lines += ["", *(f"- {row['workers']} workers: preloading makes start-up "
-                    f"{row['startup_ratio']}x shorter" for row in rows)]
+    lines += ["", *(f"- {row['workers']} workers: " + (
+        row["error"] if "error" in row else
+        f"preloading makes start-up {row['startup_ratio']}x shorter")
+        for row in rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -130,8 +147,9 @@ def main(argv=None):
                           **run_one(workers, preload, os.path.join(
                               args.results, "runs", f"{workers}w-{preload}"))}
                 records.append(record)
-                print(f"{workers} workers, {way}: start-up {record['startup_s']} s, "
-                      f"command {record['command_s']} s", flush=True)
+                print(f"{workers} workers, {way}: " + (record["error"] if "error"
+                      in record else f"start-up {record['startup_s']} s, "
+                      f"command {record['command_s']} s"), flush=True)
     meta = {"date": datetime.date.today().isoformat(),
             "command": " ".join(["python", "benchmarks/startup.py", *map(
                 runner.shown_path, sys.argv[1:] if argv is None else argv)]),
@@ -144,7 +162,7 @@ def main(argv=None):
     with open(os.path.join(args.results, "results.md"), "w") as stream:
         stream.write(markdown(meta, rows))
     print(markdown(meta, rows))
-    return 0
+    return 1 if any("error" in record for record in records) else 0
 
 
 if __name__ == "__main__":

@@ -209,15 +209,16 @@ def set_up(mode, task_count, shaping=(None, None)):
     if os.getppid() != parent:
         sys.exit(1)
     interface_up("lo")
-    if mode == "hosts":
-        return Hosts(task_count, shaping)
-    return Network()
+    network = Hosts(task_count, shaping) if mode == "hosts" else Network()
+    network.launcher_pid = parent  # the one the user started: the job's launch
+    return network
 
 
 class Network:
     """Every task on 127.0.0.1, in the launcher's network namespace."""
 
     description = "127.0.0.1"
+    launcher_pid = None  # set_up's: the launcher outside the namespace
 
     def host(self, number):
         return "127.0.0.1"

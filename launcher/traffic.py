@@ -43,13 +43,17 @@ def counters():
     return table
 
 
-def process_age():
-    """Seconds since this process started: its start time in /proc/self/stat
-    (field 22, in clock ticks since boot) against the boot clock."""
-    with open("/proc/self/stat") as stream:
-        fields = stream.read().rsplit(")", 1)[1].split()
+def process_age(pid):
+    """Seconds since process `pid` started: its start time in /proc/PID/stat
+    (field 22, in clock ticks since boot) against the boot clock; 0 if it
+    cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as stream:
+            fields = stream.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
     started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+    return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
 
 
 def result_fields(line):
@@ -62,13 +66,15 @@ class Traffic:
     whose counters are that task's link (hosts), or {"job": "lo"}; None
     measures nothing. `chief` is the task name whose lines mark training."""
 
-    def __init__(self, links, chief, logdir, shaped=None):
+    def __init__(self, links, chief, logdir, shaped=None, launcher_pid=None):
         self.links, self.chief, self.logdir = links, chief, logdir
         # The links' --bandwidth and --latency, if limited.
         self.shaped = shaped or {}
         self.start = None  # (global step, counters) at the first progress line
-        # The launch: this process's start, before it imported anything.
-        self.launched = time.monotonic() - process_age()
+        # The launch: the start of the launcher the user ran (outside the
+        # job's namespace), before it imported anything. A restarted
+        # chief's RESULT is timed from there too.
+        self.launched = time.monotonic() - process_age(launcher_pid or os.getpid())
 
     def observe(self, task_name, line):
         """Looks at a line task `task_name` printed; returns it as shown."""
@@ -129,15 +135,15 @@ class Traffic:
         try:
             with open(path) as stream:
                 result = json.load(stream)
-        except (OSError, ValueError):
-            return  # no result written: nothing to add to
-        if network:
-            result["network"] = network
-        result["timeline"] = timeline
-        with open(path + ".new", "w") as stream:
-            json.dump(result, stream, indent=2)
-            stream.write("\n")
-        os.replace(path + ".new", path)
+            if network:
+                result["network"] = network
+            result["timeline"] = timeline
+            with open(path + ".new", "w") as stream:
+                json.dump(result, stream, indent=2)
+                stream.write("\n")
+            os.replace(path + ".new", path)
+        except (OSError, ValueError, TypeError):
+            pass  # no result (or not one of ours) to add to: the line stands
 
 
 def for_job(job_network, roles, options, logdir):
@@ -152,4 +158,5 @@ def for_job(job_network, roles, options, logdir):
         links = {"job": "lo"}
     shaped = {"link_rate": options.bandwidth, "link_latency_ms": options.latency}
     return Traffic(links, "chief:0" if options.coordinator else "worker:0",
-                   logdir, {key: value for key, value in shaped.items() if value})
+                   logdir, {key: value for key, value in shaped.items() if value},
+                   job_network.launcher_pid)

@@ -320,8 +320,8 @@ def test_the_network_benchmark_says_where_the_time_goes_and_judges_the_targets()
              {"test_accuracy": 0.9, "eval_s": 0.5},
              {"test_accuracy": 0.96, "eval_s": 0.25},
              {"test_accuracy": 0.97, "eval_s": 0.5}]
-    # The first evaluation is start-up's; the 97% point's own is after it.
-    assert network.evaluations_before(curve, 0.97) == 0.8
+    # Those before the 97% point, the first included; its own comes after.
+    assert network.evaluations_before(curve, 0.97) == 2.8
     assert network.evaluations_before(curve, 0.99) is None
     figures = network.measured({"test_accuracy": 0.97, "examples": 100, "wall_s": 9,
                                 "timeline": {"launch_to_result_s": 20.0}},
@@ -361,6 +361,10 @@ def test_the_network_benchmark_says_where_the_time_goes_and_judges_the_targets()
            "0.67): missed; 0.9 of the bound with compute" in lines
     assert "- Hogwild, 2 workers, 100mbit: 0.83 of the link's bound (target " \
            "0.67): met; 0.93 of the bound with compute" in lines
+    # A windowed run that never got to 97% misses the target, and says so.
+    records[3]["s_to_97"] = None
+    assert "- DOWNPOUR, 2 workers, 100mbit: did not reach 97%: missed" in \
+        network.verdicts(records)
 
 
 def test_the_network_benchmark_adds_to_the_runs_of_an_earlier_invocation(tmp_path):
@@ -382,7 +386,7 @@ def test_the_network_benchmark_adds_to_the_runs_of_an_earlier_invocation(tmp_pat
     # The examples' order, then the workers; a redone run replaces its old one.
     assert runs == [redone, four, earlier[1]]
     assert meta == {"command": "first`, then `second",
-                    "baseline_s_to_97": "4.0 and 4.2"}
+                    "baseline_s_to_97": "4.0, then 4.2"}
 
 
 @pytest.mark.parametrize("argv, error", [
@@ -424,3 +428,21 @@ def test_the_startup_benchmark_refuses_bad_flags_in_one_line(argv):
                  timeout=60)
     assert result.returncode == 2
     assert "error: --" in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_startup_benchmark_leaves_failed_runs_out_of_its_medians():
+    import startup
+
+    new, forked = startup.WAYS
+    records = [{"workers": 2, "way": new, "startup_s": 4.0, "command_s": 6.0},
+               {"workers": 2, "way": new, "error": "exit code 2: bad"},
+               {"workers": 2, "way": forked, "startup_s": 2.0, "command_s": 4.0},
+               {"workers": 4, "way": new, "startup_s": 6.0, "command_s": 9.0},
+               {"workers": 4, "way": forked, "error": "TimeoutExpired: ..."}]
+    two, four = startup.summary(records)
+    assert two["startup_ratio"] == 2.0
+    assert four == {"workers": 4, "error": f"every run {forked} failed"}
+    table = startup.markdown({"date": "d", "command": "c", "hardware": "h",
+                              "software": "s", "import_tensorflow_s": 2.5,
+                              "repeats": 2}, [two, four])
+    assert f"- 4 workers: every run {forked} failed" in table

@@ -5,6 +5,7 @@ sit on different addresses. `make test-ray` installs Ray and runs it; it
 needs root (for the namespace) and iproute2's `ip`.
 """
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -37,6 +38,7 @@ EXAMPLE = os.path.join(REPO, "Multi-Worker-Mirrored-Strategy")
 # The /24 networks the veth pair may take: the first one no interface here
 # uses, so that a pair another run left behind cannot take the replies.
 CANDIDATE_SUBNETS = [ipaddress.ip_network(f"10.77.{n}.0/24") for n in range(256)]
+SUBNET_LOCK = os.path.join(tempfile.gettempdir(), "ray-test-subnets.lock")
 START_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 300
 STOP_TIMEOUT_S = 30
@@ -68,10 +70,21 @@ def free_port(address):
 
 
 def unused_subnet():
-    listed = subprocess.run(["ip", "-o", "-4", "addr"], check=True, timeout=30,
+    """The first candidate that holds no address here and that no route as
+    specific as it (or more) overlaps; broader routes lose to its own."""
+    addresses = subprocess.run(["ip", "-o", "-4", "addr"], check=True, timeout=30,
+                               capture_output=True, text=True).stdout
+    routes = subprocess.run(["ip", "-4", "route"], check=True, timeout=30,
                             capture_output=True, text=True).stdout
-    in_use = [ipaddress.ip_interface(word).network
-              for word in re.findall(r"\binet (\S+)", listed)]
+    interfaces = [ipaddress.ip_interface(word)
+                  for word in re.findall(r"\binet (\S+)", addresses)]
+    in_use = [ipaddress.ip_network(interface.ip) for interface in interfaces]
+    in_use += [interface.network for interface in interfaces
+               if interface.network.prefixlen >= 24]
+    in_use += [network for network in (
+        ipaddress.ip_network(line.split()[0], strict=False)
+        for line in routes.splitlines() if line[:1].isdigit())
+        if network.prefixlen >= 24]
     for subnet in CANDIDATE_SUBNETS:
         if not any(subnet.overlaps(network) for network in in_use):
             return subnet
@@ -99,12 +112,16 @@ def namespace():
                     "install iproute2) to make a network namespace")
     name = f"raynode{os.getpid()}"
     host_end, node_end = f"rayh{os.getpid()}"[:15], f"rayn{os.getpid()}"[:15]
-    head_ip, node_ip = list(unused_subnet().hosts())[:2]
     ip("netns", "add", name)
     try:
         ip("link", "add", host_end, "type", "veth", "peer", "name", node_end,
            "netns", name)
-        ip("addr", "add", f"{head_ip}/24", "dev", host_end)
+        # Chosen and claimed under a lock, so that two runs cannot both
+        # choose the same network.
+        with open(SUBNET_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            head_ip, node_ip = list(unused_subnet().hosts())[:2]
+            ip("addr", "add", f"{head_ip}/24", "dev", host_end)
         ip("link", "set", host_end, "up")
         ip("-n", name, "addr", "add", f"{node_ip}/24", "dev", node_end)
         ip("-n", name, "link", "set", node_end, "up")
