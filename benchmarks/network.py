@@ -99,11 +99,7 @@ def settings(argv=None):
                 bits_per_second(rate)
             except ValueError as error:
                 parser.error(f"--rates takes {NO_LIMIT} or {error}")
-    try:
-        args.workers = [int(count) for count in args.workers.split(",")]
-    except ValueError:
-        parser.error(f"--workers takes comma-separated numbers, not "
-                     f"{args.workers!r}")
+    args.workers = runner.worker_counts(parser, args.workers)
     return args
 
 

@@ -118,6 +118,15 @@ def read_run(logdir):
     return result, curve
 
 
+def worker_counts(parser, text):
+    """--workers' comma-separated counts; anything else is `parser`'s
+    one-line error, exit 2."""
+    try:
+        return [int(count) for count in text.split(",")]
+    except ValueError:
+        parser.error(f"--workers takes comma-separated numbers, not {text!r}")
+
+
 def benchmark_env():
     env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
     env["PYTHON"] = sys.executable  # run.sh then uses this very Python

@@ -52,11 +52,7 @@ def settings(argv=None):
     """The flags, checked: a bad one exits 2 with one line."""
     parser = make_parser()
     args = parser.parse_args(argv)
-    try:
-        args.workers = [int(count) for count in args.workers.split(",")]
-    except ValueError:
-        parser.error(f"--workers takes comma-separated numbers, not "
-                     f"{args.workers!r}")
+    args.workers = runner.worker_counts(parser, args.workers)
     if args.repeats < 1 or min(args.workers) < 1:
         parser.error("--repeats and --workers take numbers of at least 1")
     return args
