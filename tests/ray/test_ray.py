@@ -59,8 +59,9 @@ def ray_env(**extra):
 
 
 def ip(*arguments):
-    subprocess.run(["ip", *arguments], check=True, timeout=30,
-                   capture_output=True, text=True)
+    """`ip ARGUMENTS`; its output."""
+    return subprocess.run(["ip", *arguments], check=True, timeout=30,
+                          capture_output=True, text=True).stdout
 
 
 def free_port(address):
@@ -72,10 +73,7 @@ def free_port(address):
 def unused_subnet():
     """The first candidate that holds no address here and that no route as
     specific as it (or more) overlaps; broader routes lose to its own."""
-    addresses = subprocess.run(["ip", "-o", "-4", "addr"], check=True, timeout=30,
-                               capture_output=True, text=True).stdout
-    routes = subprocess.run(["ip", "-4", "route"], check=True, timeout=30,
-                            capture_output=True, text=True).stdout
+    addresses, routes = ip("-o", "-4", "addr"), ip("-4", "route")
     interfaces = [ipaddress.ip_interface(word)
                   for word in re.findall(r"\binet (\S+)", addresses)]
     in_use = [ipaddress.ip_network(interface.ip) for interface in interfaces]
@@ -92,14 +90,12 @@ def unused_subnet():
 
 
 def namespaces():
-    listed = subprocess.run(["ip", "netns", "list"], check=True, timeout=30,
-                            capture_output=True, text=True).stdout
+    listed = ip("netns", "list")
     return [line.split()[0] for line in listed.splitlines() if line.strip()]
 
 
 def links():
-    return subprocess.run(["ip", "-o", "link"], check=True, timeout=30,
-                          capture_output=True, text=True).stdout
+    return ip("-o", "link")
 
 
 @pytest.fixture
