@@ -25,12 +25,15 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: add the cluster flags, the window T, and η scaled by T (README.md).
+    # Distributed: add the cluster flags, T and the ps's rate η̃; train twice as
+    # long on the real data sets, as the centre moves by the workers' mean step.
     parser = flags.make_parser(
-        __doc__, __file__,
-        learning_rate=flags.ByDataset(synthetic=0.2, real=0.8))
+        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=12000))
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
+    parser.add_argument("--central_learning_rate", type=flags.positive_float,
+                        help="rate η̃ of the commits a = −η̃ Σ g (default: "
+                             "T × learning_rate / workers, README.md)")
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the whole run.
@@ -38,6 +41,9 @@ def main():
     # Distributed: find this task's place in the cluster, from TF_CONFIG or the flags.
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index)
+    # Distributed: W commits a / T make the centre move by the workers' mean step.
+    central_rate = args.central_learning_rate or (
+        args.communication_window * args.learning_rate / task.num_workers)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -94,12 +100,12 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: a local step θ ← θ − η g, and a ← a − η g; no ps traffic.
+        # Distributed: a local step θ ← θ − η g, and a ← a − η̃ g; no ps traffic.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
             optimizer.apply_gradients(zip(gradients, local.variables)),
-            *[update.assign_sub(args.learning_rate * gradient)
+            *[update.assign_sub(central_rate * gradient)
               for update, gradient in zip(accumulated, gradients)],
             last_loss.assign(classifier.loss))
 
@@ -178,6 +184,7 @@ def main():
                 session, logdir, settings, "agn", evaluation, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, communication_window=window,
+                central_learning_rate=round(central_rate, 6),
                 **commit_log.results(session))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)

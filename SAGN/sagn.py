@@ -26,13 +26,16 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: add the cluster flags, T (--communication_window) and R.
+    # Distributed: add the cluster flags, T, the ps's rate η̃ and R; train twice as
+    # long on the real data sets, as the centre moves by the workers' mean step.
     parser = flags.make_parser(
         __doc__, __file__,
-        train_steps=flags.ByDataset(synthetic=250, real=750),
-        learning_rate=flags.ByDataset(synthetic=0.2, real=0.8))
+        train_steps=flags.ByDataset(synthetic=250, real=1500))
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
+    parser.add_argument("--central_learning_rate", type=flags.positive_float,
+                        help="rate η̃ of the commits a = −η̃ Σ g (default: "
+                             "T × learning_rate, README.md)")
     parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="commits averaged into each update (default: one "
                              "per worker); the others are dropped as stale")
@@ -86,8 +89,10 @@ def main():
                            seed=args.seed + task.task_index)
 
     # --- The graph: the central copy on the ps, a local copy on this worker ---
-    # Distributed: place the variables on the ps and the ops on this worker.
+    # Distributed: a / T at η̃ = T η moves the centre by the workers' mean step.
     window = args.communication_window
+    central_rate = args.central_learning_rate or window * args.learning_rate
+    # Distributed: place the variables on the ps and the ops on this worker.
     worker_device = f"/job:worker/task:{task.task_index}"
     device_setter = tf.compat.v1.train.replica_device_setter(
         worker_device=worker_device, cluster=cluster_spec)
@@ -108,12 +113,12 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: take a local step, θ ← θ − η g, and sum it into a.
+        # Distributed: take a local step, θ ← θ − η g, and sum it into a ← a − η̃ g.
         gradients = tf.gradients(classifier.loss, local.variables)
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         local_step = tf.group(
             optimizer.apply_gradients(zip(gradients, local.variables)),
-            *[update.assign_sub(args.learning_rate * gradient)
+            *[update.assign_sub(central_rate * gradient)
               for update, gradient in zip(accumulated, gradients)],
             last_loss.assign(classifier.loss))
 
@@ -220,6 +225,7 @@ def main():
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, examples_per_step=examples_per_step,
                 communication_window=window, replicas_to_aggregate=replicas,
+                central_learning_rate=round(central_rate, 6),
                 commits=made, commits_dropped=dropped)
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)

@@ -71,20 +71,20 @@ def downpour_easy(central, batches, window, windows, learning_rate):
     return central
 
 
-def agn(central, batches, window, windows, learning_rate):
-    """a = −η Σ_{t<T} g_t along T local SGD steps; θ̃ ← θ̃ + a / T."""
+def agn(central, batches, window, windows, learning_rate, central_rate):
+    """a = −η̃ Σ_{t<T} g_t along T local SGD steps at η; θ̃ ← θ̃ + a / T."""
     for _ in range(windows):
         gradient_sum = _sgd_window(central, batches, window, learning_rate)
-        central = _map(lambda p, s: p + (-learning_rate * s) / window, central,
+        central = _map(lambda p, s: p + (-central_rate * s) / window, central,
                        gradient_sum)
     return central
 
 
-def sagn(central, worker_batches, window, rounds, learning_rate):
-    """Every worker: a = −η Σ_{t<T} g_t along T local SGD steps from θ̃;
-    then θ̃ ← θ̃ + (1/W) Σ_w a_w / T, once per round, for all W together."""
+def sagn(central, worker_batches, window, rounds, learning_rate, central_rate):
+    """Every worker: a = −η̃ Σ_{t<T} g_t along T local SGD steps at η from
+    θ̃; then θ̃ ← θ̃ + (1/W) Σ_w a_w / T, once per round, for all W together."""
     for _ in range(rounds):
-        updates = [_map(lambda s: -learning_rate * s / window,
+        updates = [_map(lambda s: -central_rate * s / window,
                         _sgd_window(central, batches, window, learning_rate))
                    for batches in worker_batches]
         central = _map(lambda p, *a: p + sum(a) / len(a), central, *updates)

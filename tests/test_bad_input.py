@@ -72,6 +72,9 @@ DIRECT = [
      None, "--train_steps must be a positive integer, got -1"),
     ("zero-window", [PYTHON, "AGN/agn.py", "--communication_window", "0"], None,
      "argument --communication_window: must be a positive integer, got '0'"),
+    ("negative-central-rate", [PYTHON, "SAGN/sagn.py", "--central_learning_rate",
+                               "-0.4"], None,
+     "argument --central_learning_rate: must be a positive number, got '-0.4'"),
     ("rates-per-worker", [PYTHON, "Synchronous-SGD-different-learning-rates/"
                           "synchronous_sgd_different_learning_rates.py", *HOSTS,
                           "--job_name=worker", "--learning_rates", "0.1,0.2,0.3"],

@@ -50,6 +50,12 @@ def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
         assert len(result["commits"]) == workers and min(result["commits"]) > 0
         assert sum(result["commits"]) * window == result["global_step"]
         assert 0 <= result["mean_staleness"] <= (workers - 1) * 2 * window
+    if "central_learning_rate" in result:
+        # The commits' rate η̃ by default: W commits of a / T move the centre
+        # by the workers' mean step (AGN), or their mean of W does (SAGN).
+        adding = 1 if "replicas_to_aggregate" in result else workers
+        assert result["central_learning_rate"] == pytest.approx(
+            window * result["learning_rate"] / adding)
     if "replicas_to_aggregate" in result:
         # Synchronous updates: each averaged replicas_to_aggregate gradients
         # (or commits); the rest were dropped as stale.

@@ -20,7 +20,10 @@ SCHEMES = {
     # folder: (NumPy update rule, learning rate)
     "DOWNPOUR": (reference.downpour, 0.05),
     "DOWNPOUR-Easy": (reference.downpour_easy, 0.2),
-    "AGN": (reference.agn, 0.2),
+    # One worker: AGN's default η̃ = T η / W is T η.
+    "AGN": (lambda central, batches, window, windows, learning_rate: reference.agn(
+        central, batches, window, windows, learning_rate,
+        central_rate=window * learning_rate), 0.2),
 }
 
 
@@ -108,7 +111,8 @@ def test_central_parameters_follow_the_update_rule(folder, run_dir):
 
 
 def test_agn_with_window_one_is_downpour_easy(run_dir):
-    """With T = 1, a / T is −η g: AGN's commit is DOWNPOUR-Easy's."""
+    """With T = 1 and one worker, η̃ = η and a / T is −η g: AGN's commit is
+    DOWNPOUR-Easy's."""
     steps = 5
     folders = ("AGN", "DOWNPOUR-Easy")
     run_all({folder: command(folder, run_dir / folder, window=1, steps=steps,
@@ -165,13 +169,17 @@ def test_an_allreduce_step_is_one_step_on_every_workers_minibatch(run_dir):
     assert_close(final, expected, rtol=1e-5)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sagn_averages_every_workers_normalised_update(workers, run_dir):
+@pytest.mark.parametrize("workers, central_rate", [(1, 0.3), (2, None)])
+def test_sagn_averages_every_workers_normalised_update(workers, central_rate,
+                                                       run_dir):
     """Synchronous, so deterministic even with two workers: each round
-    averages exactly one a / T from every worker."""
+    averages exactly one a / T from every worker, a at the rate η̃ given, by
+    default T η."""
     logdir = run_dir / "run"
+    given = [] if central_rate is None else ["--central_learning_rate",
+                                             str(central_rate)]
     result = run(command("SAGN", logdir, window=WINDOW, steps=WINDOWS,
-                         learning_rate=0.2, workers=workers), timeout=120)
+                         learning_rate=0.2, workers=workers) + given, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     outcome = read_result(logdir)
     assert outcome["global_step"] == WINDOWS
@@ -181,7 +189,8 @@ def test_sagn_averages_every_workers_normalised_update(workers, run_dir):
     assert_moved(final, initial)
     expected = reference.sagn(initial, [worker_batches(index, workers)
                                         for index in range(workers)],
-                              WINDOW, WINDOWS, 0.2)
+                              WINDOW, WINDOWS, 0.2,
+                              central_rate=central_rate or WINDOW * 0.2)
     assert_close(final, expected, rtol=1e-5)
 
 

@@ -42,6 +42,17 @@ def positive_int(text):
     return value
 
 
+def positive_float(text):
+    """An argparse type: a positive, finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def positive_floats(text):
     """An argparse type: comma-separated positive numbers, e.g. 0.1,0.05."""
     try:
