@@ -32,7 +32,7 @@ def main():
     parser = flags.make_parser(
         __doc__, __file__,
         train_steps=flags.ByDataset(synthetic=1000, real=3000),
-        learning_rate=flags.ByDataset(synthetic=0.2, real=0.4))
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.28))
     args = flags.parse(parser)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: find this task's place in a cluster of workers only

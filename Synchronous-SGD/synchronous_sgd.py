@@ -31,7 +31,7 @@ def main():
     parser = flags.make_parser(
         __doc__, __file__,
         train_steps=flags.ByDataset(synthetic=1000, real=3000),
-        learning_rate=flags.ByDataset(synthetic=0.2, real=0.4))
+        learning_rate=flags.ByDataset(synthetic=0.2, real=0.28))
     parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="gradients averaged into each update (default: "
                              "one per worker)")
