@@ -125,6 +125,7 @@ class Launcher:
         self.reported = set()
 
     def start(self):
+        self.started_at = time.time()
         roles, ports, cluster = layout(self.options, self.network.host)
         self.traffic = traffic.for_job(self.measured and self.network, roles,
                                        self.options, self.logdir)
@@ -291,12 +292,32 @@ class Launcher:
             if task.job == "ps" and code and code not in (
                     -signal.SIGTERM, -signal.SIGKILL):
                 self.report(task, code)
+        if self.result_missing():
+            say(f"error: every task exited 0, but no task wrote "
+                f"{os.path.join(self.logdir, 'result.json')}; the chief stopped on "
+                f"an error it did not report (see its log in {self.logdir}/logs)")
+            return 1
         say(f"all {self.options.workers} worker(s)"
             f"{' and the coordinator' if self.options.coordinator else ''}"
             f"{' and the evaluator' if self.options.evaluator else ''} "
             f"finished; "
             f"logs and results in {self.logdir}")
         return 0
+
+    def result_missing(self):
+        """Whether an example of this repository ended without its RESULT.
+        Its chief always writes one; a chief that exits 0 without it stopped
+        on an error its MonitoredTrainingSession swallowed (the session's
+        exit hides OutOfRangeError, which a closed queue raises)."""
+        from guide.examples import EXAMPLES
+
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        ours = {os.path.join(repo, example.script_path) for example in EXAMPLES}
+        if os.path.abspath(self.script) not in ours:
+            return False
+        path = os.path.join(self.logdir, "result.json")
+        return not (os.path.exists(path)
+                    and os.path.getmtime(path) >= self.started_at)
 
     def timed_out(self):
         self.teardown()

@@ -382,3 +382,26 @@ def test_no_fetch_when_the_data_comes_from_data_dir(run_dir, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "downloading" not in result.stdout
 
+
+
+def test_an_example_that_ends_without_its_result_fails(tmp_path):
+    """A chief that exits 0 without writing result.json stopped on an error
+    it swallowed: for the repository's examples the job fails (exit 1);
+    for any other script, and once the RESULT is there, it does not."""
+    from launcher.job import Launcher
+
+    def launcher(script):
+        job = Launcher(options=None, script=script, script_args=[],
+                       logdir=str(tmp_path))
+        job.started_at = os.path.getmtime(tmp_path)
+        return job
+
+    example = os.path.join(REPO, "Synchronous-SGD", "synchronous_sgd.py")
+    assert launcher(example).result_missing()
+    assert not launcher(os.path.join(REPO, "tests", "fake_task.py")).result_missing()
+    (tmp_path / "result.json").write_text("{}")
+    assert not launcher(example).result_missing()
+    # One left by an earlier run in the same logdir does not count.
+    stale = launcher(example)
+    stale.started_at = os.path.getmtime(tmp_path / "result.json") + 1
+    assert stale.result_missing()
