@@ -31,164 +31,11 @@ import subprocess
 import sys
 import time
 
+import late_accuracy
+from carry_over_grids import BASELINE, GRIDS, SCRIPTS, VARIANTS
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results", "carry_over")
-BASELINE = "baseline"
-SCRIPTS = {"AGN": "AGN/run.sh", "SAGN": "SAGN/run.sh", "AEASGD": "AEASGD/run.sh",
-           "AEAMSGD": "AEAMSGD/run.sh", "Hogwild": "Hogwild/run.sh",
-           "DOWNPOUR-Easy": "DOWNPOUR-Easy/run.sh",
-           "Synchronous-SGD": "Synchronous-SGD/run.sh"}
-# Patches that add a knob to a scheme's script, applied in a scratch copy.
-VARIANTS = {"local_rate": "benchmarks/carry_over_local_rate.patch"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-    example: str
-    data: str = "harder"  # a name given to --data: harder, dense, mnist
-    seed: int = 0
-    workers: int = 2
-    window: int | None = None  # None: the example's default
-    flags: tuple = ()
-    variant: str | None = None  # a key of VARIANTS
-    split: str = "validation"  # or "test", for the one final measurement
-
-    @property
-    def key(self):
-        parts = [self.example, self.data, f"seed{self.seed}", self.split]
-        if self.example != BASELINE:
-            parts.append(f"w{self.workers}")
-        if self.window:
-            parts.append(f"T{self.window}")
-        if self.variant:
-            parts.append(self.variant)
-        parts += [flag.lstrip("-") for flag in self.flags]
-        return "_".join(parts)
-
-    @property
-    def condition(self):
-        return (self.data, self.seed, self.split)
-
-
-def _rates(example, values, **fields):
-    return [Run(example, flags=("--learning_rate", str(value)), **fields)
-            for value in values]
-
-
-def _schemes(**fields):
-    """Today's defaults of the schemes in question, and the baseline."""
-    return [Run(BASELINE, **{k: v for k, v in fields.items()
-                             if k in ("data", "seed", "split")})] + [
-        Run(name, **fields)
-        for name in ("AGN", "SAGN", "AEASGD", "AEAMSGD", "Hogwild")]
-
-
-def _local(example, local, central, **fields):
-    return Run(example, variant="local_rate",
-               flags=("--learning_rate", str(central),
-                      "--local_learning_rate", str(local)), **fields)
-
-
-GRIDS = {
-    # Today's defaults on both sets, seed 0.
-    "today": lambda: _schemes(data="harder") + _schemes(data="mnist"),
-    # What makes them fall behind: the rate on the baseline itself, the
-    # schemes' rate, and the local step apart from the central one.
-    "hypotheses": lambda: (
-        _rates(BASELINE, (0.4, 0.8)) + _rates(BASELINE, (0.4, 0.8), data="mnist")
-        + _rates("AGN", (0.2, 0.4)) + [_local("AGN", 0.2, 0.8),
-                                         _local("AGN", 0.4, 0.8)]
-        + _rates("SAGN", (0.2, 0.4)) + [_local("SAGN", 0.2, 0.8)]
-        + _rates("AEASGD", (0.2, 0.4))
-        + _rates("Hogwild", (0.1,)) + [Run("Hogwild", workers=1)]),
-    # Larger inputs: does the local step's size matter there?
-    "dense": lambda: (
-        _schemes(data="dense") + _rates(BASELINE, (0.4, 0.8), data="dense")
-        + [_local("AGN", 0.2, 0.8, data="dense"),
-           _local("SAGN", 0.2, 0.8, data="dense")]
-        + _rates("AGN", (0.2,), data="dense")
-        + _rates("AEASGD", (0.2,), data="dense")),
-    # The proposed rule, local steps at the baseline's rate 0.2, the centre
-    # at T x 0.2 for SAGN (which averages the W commits) and T x 0.2 / W for
-    # AGN (which adds them up), under conditions it was not chosen on; and
-    # what is left for AEASGD and Hogwild. Most important first.
-    "carry": lambda: (
-        [_local("SAGN", 0.2, 0.8, data="mnist"),
-         _local("AGN", 0.2, 0.4, data="dense"),
-         _local("AGN", 0.2, 0.4, data="mnist"),
-         _rates("AEASGD", (0.4,), data="dense")[0],
-         _local("AGN", 0.2, 0.4, data="harder"),
-         Run(BASELINE, data="dense", seed=1),
-         _local("SAGN", 0.2, 0.8, data="dense", seed=1),
-         _local("AGN", 0.2, 0.4, data="dense", seed=1),
-         _local("SAGN", 0.2, 0.8, data="dense", workers=4),
-         _local("AGN", 0.2, 0.2, data="dense", workers=4),
-         _local("AGN", 0.2, 0.8, data="mnist", window=8),
-         _local("AGN", 0.2, 0.2, data="mnist", window=2),
-         _local("SAGN", 0.2, 0.8, data="mnist", workers=4),
-         _local("AGN", 0.2, 0.2, data="mnist", workers=4),
-         _local("AGN", 0.2, 0.8, data="mnist")]
-        + _rates("AEASGD", (0.4,), data="mnist")
-        + _rates("Hogwild", (0.1,), data="dense")
-        + [Run(BASELINE, data="harder", seed=1),
-           _local("AGN", 0.2, 0.4, data="harder", seed=1),
-           _local("SAGN", 0.2, 0.8, data="harder", seed=1),
-           Run(BASELINE, data="dense", seed=2),
-           _local("AGN", 0.2, 0.4, data="dense", seed=2),
-           _local("SAGN", 0.2, 0.8, data="dense", seed=2),
-           _local("AGN", 0.2, 0.8, data="dense", window=8),
-           _local("AGN", 0.2, 0.2, data="dense", window=2)]),
-    # MNIST under a second seed, and the rates left to decide for AEASGD and
-    # Hogwild there.
-    "mnist_seeds": lambda: (
-        _rates("AEASGD", (0.2,), data="mnist")
-        + _rates("Hogwild", (0.1,), data="mnist")
-        + [Run(BASELINE, data="mnist", seed=1),
-           _local("AGN", 0.2, 0.4, data="mnist", seed=1),
-           _local("SAGN", 0.2, 0.8, data="mnist", seed=1)]
-        + _rates("AEASGD", (0.2,), data="mnist", seed=1)),
-    # AGN with 4 workers: T x rate / W made the centre too slow there.
-    "agn_workers": lambda: [
-        _local("AGN", 0.2, central, data=data, workers=4)
-        for central in (0.4, 0.8) for data in ("mnist", "dense")],
-    # The one measurement on MNIST's test set, for the chosen defaults.
-    "final": lambda: [
-        Run(BASELINE, data="mnist", split="test"),
-        _local("AGN", 0.2, 0.4, data="mnist", split="test"),
-        _local("SAGN", 0.2, 0.8, data="mnist", split="test"),
-        Run("AEASGD", data="mnist", split="test",
-            flags=("--learning_rate", "0.2")),
-        Run("Hogwild", data="mnist", split="test"),
-        Run("AEAMSGD", data="mnist", split="test")],
-    # The rest of the conditions for the chosen AEASGD and SAGN defaults.
-    # SAGN's --train_steps counts rounds of T minibatches per worker: 3000 / T
-    # keeps the ten epochs.
-    "extra": lambda: (
-        _rates("AEASGD", (0.2,), data="dense", seed=1)
-        + _rates("AEASGD", (0.2,), data="mnist", workers=4)
-        + _rates("AEASGD", (0.2,), data="dense", workers=4)
-        + _rates("AEASGD", (0.2,), data="mnist", window=8)
-        + _rates("AEASGD", (0.2,), data="mnist", window=2)
-        + [Run("SAGN", data="mnist", window=window, variant="local_rate",
-               flags=("--learning_rate", str(round(0.2 * window, 1)),
-                      "--local_learning_rate", "0.2",
-                      "--train_steps", str(3000 // window)))
-           for window in (2, 8)]),
-    # The slower centre needs more examples: fifteen epochs instead of ten
-    # for the chosen rates, on MNIST and on the dense set (validation).
-    "epochs": lambda: [
-        run for data in ("mnist", "dense") for run in (
-            Run("AGN", data=data, variant="local_rate",
-                flags=("--learning_rate", "0.4", "--local_learning_rate", "0.2",
-                       "--train_steps", "9000")),
-            Run("SAGN", data=data, variant="local_rate",
-                flags=("--learning_rate", "0.8", "--local_learning_rate", "0.2",
-                       "--train_steps", "1125")),
-            Run("AEASGD", data=data,
-                flags=("--learning_rate", "0.2", "--train_steps", "9000")))],
-}
-
-
 def grid(name):
     if name not in GRIDS:
         raise SystemExit(f"no grid {name!r}; choose one of {', '.join(GRIDS)}")
@@ -208,9 +55,10 @@ def variant_tree(variant, scratch):
                                  capture_output=True, check=True, timeout=60)
         subprocess.run(["tar", "-x", "-C", staging], input=archive.stdout,
                        check=True, timeout=60)
-        subprocess.run(["patch", "-p1", "-s", "-d", staging, "-i",
-                        os.path.join(REPO, VARIANTS[variant])],
-                       check=True, timeout=60)
+        if VARIANTS[variant]:
+            subprocess.run(["patch", "-p1", "-s", "-d", staging, "-i",
+                            os.path.join(REPO, VARIANTS[variant])],
+                           check=True, timeout=60)
         os.rename(staging, tree)
     return tree
 
@@ -258,9 +106,18 @@ def execute(run, args):
     finished = read_result(logdir)
     if finished:
         record.update(finished)
+        add_late(record, logdir, data_dir)
     else:
         record["error"] = "timed out" if code is None else f"exit code {code}"
     return record
+
+
+def add_late(record, logdir, data_dir):
+    """The mean accuracy of the run's last three checkpoints (late_accuracy.py)."""
+    late = late_accuracy.late_accuracy(logdir, data_dir,
+                                       record["split"] == "validation")
+    if late:
+        record["late_accuracy"], record["late_steps"] = late
 
 
 def read_result(logdir):
@@ -301,35 +158,41 @@ def describe(record):
 def table(records):
     """One markdown table per data set and split: each run beside the
     baseline with default flags on the same data and seed."""
-    baselines = {(r["data"], r["seed"], r["split"]): r.get("accuracy")
+    baselines = {(r["data"], r["seed"], r["split"]): r
                  for r in records if r["example"] == BASELINE and not r["flags"]}
     lines = ["# Carry-over grid", "",
              "Written by `benchmarks/carry_over.py`. Validation accuracy (the "
              "last 5,000 training images) unless the split says test; "
              "Δ = the run minus the baseline (`Non-Distributed_Setup.py`, "
              "defaults) on the same data, seed and split, in points. "
+             "*Late*: the mean of the run's last three checkpoints, which "
+             "span its last tenth (`late_accuracy.py`). "
              "`harder`: `benchmarks/harder_data.py --seed 0`.", ""]
     groups = sorted({(r["data"], r["split"]) for r in records})
     for data, split in groups:
         lines += [f"## {data}, {split}", "",
                   "| example | flags | seed | workers | T | accuracy | baseline "
-                  "| Δ | wall s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| Δ | late | baseline late | Δ late | wall s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         chosen = [r for r in records if (r["data"], r["split"]) == (data, split)]
         chosen.sort(key=lambda r: (r["example"] != BASELINE, r["example"],
                                    describe(r), r["seed"], r["workers"],
                                    r["window"] or 0))
         for r in chosen:
-            base = baselines.get((r["data"], r["seed"], r["split"]))
-            accuracy = r.get("accuracy")
-            delta = ("" if accuracy is None or base is None
-                     else f"{100 * (accuracy - base):+.2f}")
-            shown = r.get("error") if accuracy is None else f"{accuracy:.4f}"
+            base = baselines.get((r["data"], r["seed"], r["split"]), {})
+            cells = []
+            for name in ("accuracy", "late_accuracy"):
+                value, reference = r.get(name), base.get(name)
+                cells += ["" if value is None else f"{value:.4f}",
+                          "" if reference is None else f"{reference:.4f}",
+                          "" if None in (value, reference)
+                          else f"{100 * (value - reference):+.2f}"]
+            if r.get("accuracy") is None:
+                cells[0] = r.get("error", "")
             workers = "" if r["example"] == BASELINE else r["workers"]
             lines.append(
                 f"| {r['example']} | {describe(r)} | {r['seed']} | {workers} | "
-                f"{r['window'] or 'default'} | {shown} | "
-                f"{'' if base is None else f'{base:.4f}'} | {delta} | "
+                f"{r['window'] or 'default'} | {' | '.join(cells)} | "
                 f"{r.get('wall_s') or ''} |")
         lines.append("")
     return "\n".join(lines)
@@ -366,6 +229,12 @@ def main(argv=None):
     if unknown:
         parser.error(f"the grid needs --data {unknown[0]}=FOLDER")
     records = load_records()
+    # Runs recorded before late_accuracy.py, whose logdirs are still there.
+    for record in records.values():
+        if ("accuracy" in record and "late_accuracy" not in record
+                and record["data"] in args.data):
+            add_late(record, os.path.join(args.scratch, "runs", record["key"]),
+                     args.data[record["data"]])
     todo = [run for run in dict.fromkeys(runs)
             if args.rerun or run.key not in records
             or "error" in records[run.key]]
