@@ -119,6 +119,16 @@ def training_seconds_to(curve, target):
     return None
 
 
+def late_accuracy(curve):
+    """The mean test accuracy over the evaluations in the run's last tenth
+    of examples: a single evaluation moves by a few tenths of a point from
+    one to the next, with the minibatches last seen."""
+    last = curve[-1]["examples"]
+    late = [point["test_accuracy"] for point in curve
+            if point["examples"] >= 0.9 * last]
+    return round(sum(late) / len(late), 4)
+
+
 def run_one(scheme, data_dir, results, timeout):
     logdir = os.path.join(results, "runs", scheme.name)
     shutil.rmtree(logdir, ignore_errors=True)  # a checkpoint would resume
@@ -159,18 +169,26 @@ def markdown(meta, records):
              "workers), one at a time. *Seconds* is the whole command, "
              "start-up and shut-down included; *to 97%* and *to 98%* are "
              "seconds of training (evaluations left out) until the test "
-             "accuracy, measured every 30,000 examples, first reached them.",
-             "", "| example | test accuracy | − baseline | steps | examples | "
-             "seconds | to 97% | to 98% |", "|---|---|---|---|---|---|---|---|"]
+             "accuracy, measured every 30,000 examples, first reached them. "
+             "*Late*: the mean test accuracy over the evaluations in the last "
+             "tenth of the examples, which moves less from run to run than the "
+             "last one.",
+             "", "| example | test accuracy | − baseline | late | − baseline's | "
+             "steps | examples | seconds | to 97% | to 98% |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for record in records:
         if "error" in record:
             lines.append(f"| {record['scheme']} | failed: {record['error']} "
-                         f"| | | | {record['command_s']} | | |")
+                         f"| | | | | | {record['command_s']} | | |")
             continue
         gap = round(record["test_accuracy"] - baseline.get("test_accuracy", 0), 4)
+        late = late_accuracy(record["curve"])
+        late_gap = round(late - late_accuracy(baseline.get("curve", record["curve"])),
+                         4)
         lines.append(
             f"| {record['scheme']} | {record['test_accuracy']:.4f} | "
-            f"{gap:+.4f} | {record['train_steps']:,} | {record['examples']:,} | "
+            f"{gap:+.4f} | {late:.4f} | {late_gap:+.4f} | "
+            f"{record['train_steps']:,} | {record['examples']:,} | "
             f"{record['command_s']} | {shown(record['s_to_97'], ' s')} | "
             f"{shown(record['s_to_98'], ' s')} |")
     return "\n".join(lines) + "\n"
