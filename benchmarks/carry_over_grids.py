@@ -10,7 +10,8 @@ SCRIPTS = {"AGN": "AGN/run.sh", "SAGN": "SAGN/run.sh", "AEASGD": "AEASGD/run.sh"
            "AEAMSGD": "AEAMSGD/run.sh", "Hogwild": "Hogwild/run.sh",
            "DOWNPOUR-Easy": "DOWNPOUR-Easy/run.sh",
            "Synchronous-SGD": "Synchronous-SGD/run.sh",
-           "Multi-Worker-Mirrored-Strategy": "Multi-Worker-Mirrored-Strategy/run.sh"}
+           "Multi-Worker-Mirrored-Strategy": "Multi-Worker-Mirrored-Strategy/run.sh",
+           "Dynamic-SGD": "Dynamic-SGD/run.sh", "DOWNPOUR": "DOWNPOUR/run.sh"}
 # Patches that add a knob to a scheme's script, applied in a scratch copy;
 # None: the scripts as committed, under a name that keeps their runs apart
 # from those of the defaults before them.
@@ -211,3 +212,25 @@ GRIDS["synchronous"] = lambda: [
     for data, seed, workers in (("mnist", 1, 2), ("mnist", 0, 4), ("dense", 1, 2))] + [
     Run("Multi-Worker-Mirrored-Strategy", data=data, flags=("--learning_rate", rate))
     for data, rate in (("dense", "0.4"), ("dense", "0.28"), ("mnist", "0.28"))]
+# Dynamic-SGD divides each commit by its staleness + 1, about W: its centre
+# moves by the workers' mean displacement too, and at ten epochs it ended
+# 0.45 and 0.61 points behind on MNIST's test set. The rule's twenty epochs
+# under the same conditions, and its ten where no run had them.
+GRIDS["dynamic"] = lambda: (
+    [_rule("Dynamic-SGD", 20, *condition) for condition in CONDITIONS]
+    + [Run("Dynamic-SGD", data=data, seed=seed)
+       for data, seed in (("mnist", 0), ("mnist", 1), ("harder", 0), ("dense", 0),
+                          ("dense", 1))])
+# DOWNPOUR ended 0.3 and 0.62 points behind on MNIST's test set at ten
+# epochs: does its centre, whose Adagrad steps shrink with every commit,
+# need the windowed schemes' twenty too? (No: on `harder` twenty cost 1.2
+# points, 0.9 by the late mean; the rest of the conditions were not run.)
+GRIDS["downpour"] = lambda: [
+    Run("DOWNPOUR", data=data, seed=seed, flags=flags)
+    for data, seed in (("mnist", 0), ("mnist", 1), ("harder", 0), ("dense", 0))
+    for flags in ((), ("--train_steps", "12000"))] + [
+    Run("DOWNPOUR", data=data, seed=seed, workers=workers, window=window,
+        flags=("--train_steps", "12000"))
+    for data, seed, workers, window in (("mnist", 0, 4, None), ("mnist", 0, 2, 2),
+                                        ("mnist", 0, 2, 8), ("dense", 1, 2, None),
+                                        ("dense", 0, 4, None))]
