@@ -32,7 +32,7 @@ import sys
 import time
 
 import late_accuracy
-from carry_over_grids import BASELINE, GRIDS, SCRIPTS, VARIANTS
+from carry_over_grids import BASELINE, CHANGED_DEFAULTS, GRIDS, SCRIPTS, VARIANTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results", "carry_over")
@@ -152,7 +152,10 @@ def describe(record):
     flags = " ".join(record["flags"])
     if record["variant"]:
         flags = f"[{record['variant']}] {flags}"
-    return flags or "defaults"
+    if flags:
+        return flags
+    # Runs with no flags ran the defaults of their day.
+    return "earlier defaults" if record["example"] in CHANGED_DEFAULTS else "defaults"
 
 
 def table(records):

@@ -194,6 +194,9 @@ OLD_DEFAULTS = {"AGN": ("--learning_rate", "0.8", "--central_learning_rate", "0.
                         "--train_steps", "6000"),
                 "SAGN": ("--learning_rate", "0.8", "--central_learning_rate", "0.8"),
                 "AEASGD": ("--learning_rate", "0.6", "--train_steps", "6000")}
+# The examples whose defaults the grids above changed: their runs with no
+# flags ran the defaults before.
+CHANGED_DEFAULTS = {*OLD_DEFAULTS, "Synchronous-SGD"}
 GRIDS["before"] = lambda: [
     Run(example, data="dense", seed=seed, workers=workers, variant="rule",
         flags=flags + (("--train_steps", str(750 * 2 // workers))
