@@ -33,15 +33,9 @@ def checkpoint_steps(logdir):
 
 def parameters(path):
     """The MLP's four arrays from a checkpoint, saved by name or by object."""
-    import tensorflow as tf
+    from guide.distributed.evaluator import read_variables  # loads TensorFlow
 
-    from guide.distributed.evaluator import object_keys
-
-    reader = tf.train.load_checkpoint(path)
-    keys = {name: name for name in NAMES}
-    if not reader.has_tensor(NAMES[0]):
-        keys = object_keys(reader)
-    return {name: reader.get_tensor(keys[name]) for name in NAMES}
+    return read_variables(path, NAMES)
 
 
 def accuracy(params, images, labels):

@@ -176,6 +176,7 @@ def markdown(meta, records):
              "", "| example | test accuracy | − baseline | late | − baseline's | "
              "steps | examples | seconds | to 97% | to 98% |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    baseline_late = late_accuracy(baseline["curve"]) if "curve" in baseline else None
     for record in records:
         if "error" in record:
             lines.append(f"| {record['scheme']} | failed: {record['error']} "
@@ -183,8 +184,7 @@ def markdown(meta, records):
             continue
         gap = round(record["test_accuracy"] - baseline.get("test_accuracy", 0), 4)
         late = late_accuracy(record["curve"])
-        late_gap = round(late - late_accuracy(baseline.get("curve", record["curve"])),
-                         4)
+        late_gap = round(late - (late if baseline_late is None else baseline_late), 4)
         lines.append(
             f"| {record['scheme']} | {record['test_accuracy']:.4f} | "
             f"{gap:+.4f} | {late:.4f} | {late_gap:+.4f} | "

@@ -43,16 +43,12 @@ def command(folder, logdir, *, window, steps, learning_rate, workers=1):
 def checkpoint(logdir, step):
     """The central parameters the chief saved from the ps at `step` (with no
     ps, its own copy), by name or, from a tf.train.Checkpoint, by object."""
-    import tensorflow as tf  # here, so that other test files need not pay for it
+    # Here, so that other test files need not pay for loading TensorFlow.
+    from guide.distributed.evaluator import read_variables
 
-    from guide.distributed.evaluator import object_keys
-
-    reader = tf.train.load_checkpoint(os.path.join(logdir, f"model.ckpt-{step}"))
-    keys = {name: name for name in reference.NAMES}
-    if not reader.has_tensor(reference.NAMES[0]):
-        keys = object_keys(reader)
-    return {name: reader.get_tensor(keys[name]).astype(np.float64)
-            for name in reference.NAMES}
+    values = read_variables(os.path.join(logdir, f"model.ckpt-{step}"),
+                            reference.NAMES)
+    return {name: value.astype(np.float64) for name, value in values.items()}
 
 
 def local_copy(logdir):

@@ -74,14 +74,20 @@ def _final_step(logdir, train_steps):
     return step if step >= train_steps else None
 
 
-def global_step_of(checkpoint):
-    """The global step `checkpoint` holds, saved by name (a tf.compat.v1
-    Saver) or as an object (tf.train.Checkpoint, whose keys are object
-    paths: the variable named global_step is found in its object graph)."""
+def read_variables(checkpoint, names):
+    """{name: value} of the variables `names` in `checkpoint`, saved by name
+    (a tf.compat.v1 Saver) or as an object (tf.train.Checkpoint, whose keys
+    are object paths: each variable is found by name in its object graph)."""
     reader = tf.train.load_checkpoint(checkpoint)
-    if reader.has_tensor("global_step"):
-        return int(reader.get_tensor("global_step"))
-    return int(reader.get_tensor(object_keys(reader)["global_step"]))
+    keys = {name: name for name in names}
+    if not all(reader.has_tensor(name) for name in names):
+        keys = object_keys(reader)
+    return {name: reader.get_tensor(keys[name]) for name in names}
+
+
+def global_step_of(checkpoint):
+    """The global step `checkpoint` holds, however it was saved."""
+    return int(read_variables(checkpoint, ["global_step"])["global_step"])
 
 
 def object_keys(reader):
