@@ -26,8 +26,10 @@ from guide.training import data, flags, logdirs
 
 
 def main():
-    # Distributed: add the cluster flags and the window T (--communication_window).
-    parser = flags.make_parser(__doc__, __file__)
+    # Distributed: add the cluster flags and the window T; train fifteen epochs on
+    # the real data sets, as each commit is divided by its staleness + 1.
+    parser = flags.make_parser(
+        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=9000))
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = flags.parse(parser)
@@ -204,11 +206,16 @@ def main():
                 dataset=args.dataset, train_steps=args.train_steps,
                 batch_size=args.batch_size, learning_rate=args.learning_rate,
                 seed=args.seed, validation=args.validation)
+            # Distributed: the mean of 1 / (τ + 1), the share of the workers'
+            # displacements that reached θ̃.
+            commit_scale = sum(1 / (commit["staleness"] + 1)
+                               for commit in commits) / max(len(commits), 1)
             report.evaluate_and_write(
                 session, logdir, settings, "dynamic-sgd", evaluation, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, communication_window=window,
-                **counters.staleness_summary(commits, task.num_workers))
+                **counters.staleness_summary(commits, task.num_workers),
+                mean_commit_scale=round(commit_scale, 3))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

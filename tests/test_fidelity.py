@@ -252,6 +252,11 @@ def test_dynamic_sgd_scales_each_commit_by_its_staleness(run_dir):
     assert len(commits) * WINDOW == outcome["global_step"]
     assert {commit["worker"] for commit in commits} == {0, 1}
     assert max(commit["staleness"] for commit in commits) > 0
+    # The share of the displacements that reached θ̃, which sets how long to train.
+    scales = [1 / (commit["staleness"] + 1) for commit in commits]
+    assert outcome["mean_commit_scale"] == pytest.approx(
+        sum(scales) / len(scales), abs=5e-4)
+    assert outcome["mean_commit_scale"] < 1
     initial = checkpoint(logdir, 0)
     central = checkpoint(logdir, outcome["global_step"])
     local = local_copy(logdir)
