@@ -36,6 +36,10 @@ from carry_over_grids import BASELINE, CHANGED_DEFAULTS, GRIDS, SCRIPTS, VARIANT
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results", "carry_over")
+# The RESULT fields on staleness that runs.json keeps, where a scheme has them.
+STALENESS = ("mean_staleness", "staleness_histogram", "mean_commit_scale")
+
+
 def grid(name):
     if name not in GRIDS:
         raise SystemExit(f"no grid {name!r}; choose one of {', '.join(GRIDS)}")
@@ -121,13 +125,24 @@ def add_late(record, logdir, data_dir):
 
 
 def read_result(logdir):
-    """Accuracy and wall time from a finished run's result.json, or None."""
+    """Accuracy, wall time and the staleness the run saw, from a finished
+    run's result.json, or None."""
     try:
         with open(os.path.join(logdir, "result.json")) as stream:
             result = json.load(stream)
-        return {"accuracy": result["test_accuracy"], "wall_s": result.get("wall_s")}
+        record = {"accuracy": result["test_accuracy"], "wall_s": result.get("wall_s")}
     except (OSError, ValueError, KeyError):
         return None
+    record.update({name: result[name] for name in STALENESS if name in result})
+    if (result.get("algorithm") == "dynamic-sgd"
+            and "mean_commit_scale" not in result and "staleness_histogram" in result):
+        # Runs from before Dynamic-SGD reported it: the mean of 1 / (τ + 1).
+        counts = [tuple(map(int, entry.split(":")))
+                  for entry in result["staleness_histogram"]]
+        record["mean_commit_scale"] = round(
+            sum(count / (tau + 1) for tau, count in counts)
+            / sum(count for _, count in counts), 3)
+    return record
 
 
 def load_records():
@@ -232,12 +247,17 @@ def main(argv=None):
     if unknown:
         parser.error(f"the grid needs --data {unknown[0]}=FOLDER")
     records = load_records()
-    # Runs recorded before late_accuracy.py, whose logdirs are still there.
+    # Runs recorded before late_accuracy.py, or before runs.json kept their
+    # staleness, whose logdirs are still there.
     for record in records.values():
+        logdir = os.path.join(args.scratch, "runs", record["key"])
         if ("accuracy" in record and "late_accuracy" not in record
                 and record["data"] in args.data):
-            add_late(record, os.path.join(args.scratch, "runs", record["key"]),
-                     args.data[record["data"]])
+            add_late(record, logdir, args.data[record["data"]])
+        if "accuracy" in record and "mean_staleness" not in record:
+            record.update({name: value for name, value
+                           in (read_result(logdir) or {}).items()
+                           if name in STALENESS})
     todo = [run for run in dict.fromkeys(runs)
             if args.rerun or run.key not in records
             or "error" in records[run.key]]

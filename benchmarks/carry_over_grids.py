@@ -238,9 +238,9 @@ GRIDS["downpour"] = lambda: [
                                         ("mnist", 0, 2, 8), ("dense", 1, 2, None),
                                         ("dense", 0, 4, None))]
 # Dynamic-SGD's commits are scaled by 1 / (τ + 1), whose mean with 2 workers
-# was 0.65 to 0.7 (a third of the commits find no other commit since their
-# pull): ten epochs move its centre as far as about seven of the baseline's,
-# twenty as far as fourteen. Fifteen epochs, under the rule's conditions.
+# was about 0.7 (a quarter to a half of the commits find no other commit
+# since their pull): ten epochs move its centre as far as about seven of the
+# baseline's, twenty as far as fourteen. Fifteen epochs, under the rule's conditions.
 GRIDS["dynamic_epochs"] = lambda: [
     Run("Dynamic-SGD", data=data, seed=seed, workers=workers, window=window,
         flags=("--train_steps", "9000"))

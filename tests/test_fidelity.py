@@ -256,7 +256,6 @@ def test_dynamic_sgd_scales_each_commit_by_its_staleness(run_dir):
     scales = [1 / (commit["staleness"] + 1) for commit in commits]
     assert outcome["mean_commit_scale"] == pytest.approx(
         sum(scales) / len(scales), abs=5e-4)
-    assert outcome["mean_commit_scale"] < 1
     initial = checkpoint(logdir, 0)
     central = checkpoint(logdir, outcome["global_step"])
     local = local_copy(logdir)
