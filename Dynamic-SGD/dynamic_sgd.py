@@ -206,17 +206,11 @@ def main():
                 dataset=args.dataset, train_steps=args.train_steps,
                 batch_size=args.batch_size, learning_rate=args.learning_rate,
                 seed=args.seed, validation=args.validation)
-            # Distributed: the mean of 1 / (τ + 1), the share of the workers'
-            # displacements that reached θ̃ (no figure without commits).
-            scales = [1 / (commit["staleness"] + 1) for commit in commits]
-            commit_scale = ({"mean_commit_scale": round(sum(scales) / len(scales), 3)}
-                            if scales else {})
             report.evaluate_and_write(
                 session, logdir, settings, "dynamic-sgd", evaluation, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, communication_window=window,
-                **counters.staleness_summary(commits, task.num_workers),
-                **commit_scale)
+                **counters.staleness_summary(commits, task.num_workers))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

@@ -134,14 +134,6 @@ def read_result(logdir):
     except (OSError, ValueError, KeyError):
         return None
     record.update({name: result[name] for name in STALENESS if name in result})
-    if (result.get("algorithm") == "dynamic-sgd"
-            and "mean_commit_scale" not in result and "staleness_histogram" in result):
-        # Runs from before Dynamic-SGD reported it: the mean of 1 / (τ + 1).
-        counts = [tuple(map(int, entry.split(":")))
-                  for entry in result["staleness_histogram"]]
-        record["mean_commit_scale"] = round(
-            sum(count / (tau + 1) for tau, count in counts)
-            / sum(count for _, count in counts), 3)
     return record
 
 
@@ -247,17 +239,12 @@ def main(argv=None):
     if unknown:
         parser.error(f"the grid needs --data {unknown[0]}=FOLDER")
     records = load_records()
-    # Runs recorded before late_accuracy.py, or before runs.json kept their
-    # staleness, whose logdirs are still there.
+    # Runs recorded before late_accuracy.py, whose logdirs are still there.
     for record in records.values():
-        logdir = os.path.join(args.scratch, "runs", record["key"])
         if ("accuracy" in record and "late_accuracy" not in record
                 and record["data"] in args.data):
-            add_late(record, logdir, args.data[record["data"]])
-        if "accuracy" in record and "mean_staleness" not in record:
-            record.update({name: value for name, value
-                           in (read_result(logdir) or {}).items()
-                           if name in STALENESS})
+            add_late(record, os.path.join(args.scratch, "runs", record["key"]),
+                     args.data[record["data"]])
     todo = [run for run in dict.fromkeys(runs)
             if args.rerun or run.key not in records
             or "error" in records[run.key]]

@@ -170,11 +170,18 @@ def write_commit_record(session, logdir, clock, commit_worker, commit_staleness,
 
 def staleness_summary(commits, num_workers):
     """The RESULT fields of a commit record: commits per worker, the mean
-    staleness and how often each staleness occurred (`τ:count,...`)."""
+    staleness, how often each staleness occurred (`τ:count,...`) and, if
+    there were commits, the mean of 1 / (τ + 1): the share of the workers'
+    displacements that reached θ̃ under DynSGD's rule."""
     per_worker = collections.Counter(commit["worker"] for commit in commits)
     histogram = collections.Counter(commit["staleness"] for commit in commits)
     mean = sum(commit["staleness"] for commit in commits) / max(len(commits), 1)
-    return {"commits": [per_worker[index] for index in range(num_workers)],
-            "mean_staleness": round(mean, 2),
-            "staleness_histogram": [f"{tau}:{histogram[tau]}"
-                                    for tau in sorted(histogram)]}
+    fields = {"commits": [per_worker[index] for index in range(num_workers)],
+              "mean_staleness": round(mean, 2),
+              "staleness_histogram": [f"{tau}:{histogram[tau]}"
+                                      for tau in sorted(histogram)]}
+    if commits:
+        fields["mean_commit_scale"] = round(
+            sum(1 / (commit["staleness"] + 1) for commit in commits)
+            / len(commits), 3)
+    return fields
