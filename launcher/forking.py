@@ -18,9 +18,11 @@ dies, and its script run as __main__. Standard library only.
 """
 
 import contextlib
+import faulthandler
 import io
 import json
 import os
+import resource
 import runpy
 import select
 import signal
@@ -112,6 +114,13 @@ class Forked:
         return self.poll()
 
 
+def no_core_files():
+    """Lets this process, and those it starts, dump no core: a task aborted
+    at --timeout writes its Python stack to its log instead."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+
+
 def run_forked(argv, env, enter, name, pipe):
     """In a Forked child: sets up what a new process would start with, runs
     the script, and exits with its exit code; never returns."""
@@ -139,6 +148,9 @@ def run_forked(argv, env, enter, name, pipe):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
         os.environ.update(env)
+        if env.get("PYTHONFAULTHANDLER"):  # as a new Python would, at its start
+            faulthandler.enable()
+        no_core_files()
         sys.argv = list(argv)
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
         runpy.run_path(argv[0], run_name="__main__")

@@ -24,7 +24,10 @@ run.sh is one call to this program. It
   again with the same TF_CONFIG, its log continuing in the same file, up to
   N restarts in all; with --restart_group, every other task but the
   evaluator is stopped and started again with it (an allreduce job, --ps 0);
-- on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero.
+- on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero; at
+  --timeout, each task still running first writes its Python stack to its
+  log (SIGABRT, which PYTHONFAULTHANDLER turns into a stack dump), so that
+  a hung job says where it hung.
 
 By default the whole job runs in a network namespace of its own, so no
 process outside it can connect to the tasks; --network hosts gives each
@@ -59,7 +62,7 @@ from guide.training import download, logdirs
 from guide.training.flags import UsageError
 
 from . import PROG, network, reaping, traffic
-from .forking import LAUNCHER, PRELOAD, fork_mode
+from .forking import LAUNCHER, PRELOAD, fork_mode, no_core_files
 from .options import (
     LaunchError,
     check_tensorflow,
@@ -138,9 +141,12 @@ class Launcher:
             f"{self.network.description} ports "
             f"{', '.join(map(str, ports))}; logs and results "
             f"in {self.logdir}")
-        base_env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # PYTHONFAULTHANDLER: a task that crashes, or is aborted at --timeout,
+        # writes its Python stack to its log.
+        base_env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         # TensorFlow's C++ start-up chatter would drown the progress lines.
         base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        no_core_files()
         command = [sys.executable, self.script, *self.script_args]
         gpus = visible_gpus() if self.options.gpu_per_worker else []
         # Start every process before any reader thread: a Forked task is a
@@ -320,9 +326,16 @@ class Launcher:
                     and os.path.getmtime(path) >= self.started_at)
 
     def timed_out(self):
+        """Aborts every task, each of which writes its Python stack to its
+        log as it dies, then stops whatever is left."""
+        self.streaming = False  # the dumps go to the logs only
+        for task in self.tasks:
+            task.stop(signal.SIGABRT)
+        self.readers_done(STOP_GRACE_S)
         self.teardown()
         say(f"timed out after {self.options.timeout:g} s (--timeout); "
-            f"stopped every task")
+            f"stopped every task; the log of each task still running ends "
+            f"with its Python stack ({os.path.join(self.logdir, 'logs')})")
         return EXIT_TIMEOUT
 
     def report(self, task, code):

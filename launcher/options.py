@@ -95,7 +95,8 @@ def parse_command_line(argv):
                              "evaluator) when one fails, not that task alone: "
                              "for an allreduce job; see below")
     parser.add_argument("--timeout", type=float, default=600,
-                        help="seconds before the whole job is stopped "
+                        help="seconds before the whole job is stopped, each "
+                             "task's Python stack ending its log "
                              "(default 600; inf for no limit)")
     parser.add_argument("--ignore_memory_check", action="store_true",
                         help=f"start even if the tasks (about "

@@ -3,6 +3,7 @@
 import functools
 import http.server
 import os
+import pathlib
 import re
 import signal
 import threading
@@ -177,10 +178,27 @@ def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
     assert all(wait_until_gone(pid, timeout=10) for pid in leftovers), leftovers
 
 
-def test_timeout_stops_the_job(run_dir):
-    result = run(launch(run_dir, "--timeout", "3", mode="hang"), timeout=60)
-    assert result.returncode == 124
-    assert "timed out after 3 s (--timeout); stopped every task" in result.stdout
+@EVERY_PATH
+def test_timeout_stops_the_job_and_logs_where_each_task_hung(run_dir):
+    # Core files allowed, in a folder of the test's own: the launcher's
+    # tasks must still leave none as they abort.
+    result = run(["prlimit", "--core=unlimited", "--", *launch(
+        run_dir, "--timeout", "3", mode="hang")], timeout=60, cwd=run_dir,
+        env=env_without_tf_config(PYTHONPATH=REPO))
+    assert result.returncode == 124, result.stdout + result.stderr
+    assert "timed out after 3 s (--timeout); stopped every task; the log of " \
+        "each task still running ends with its Python stack" in result.stdout
+    # Where each task waited: fake_task.py's signal.pause() for mode hang.
+    source = pathlib.Path(FAKE).read_text().splitlines()
+    line = 1 + next(number for number, text in enumerate(source)
+                    if "signal.pause()  # like server.join()" in text)
+    for name in ("ps-0", "worker-0", "worker-1"):
+        log = (run_dir / "run" / "logs" / f"{name}.log").read_text()
+        assert "Fatal Python error: Aborted" in log, log
+        assert f'fake_task.py", line {line} in <module>' in log, log
+    # The dumps went to the logs, not the screen, and left no core file.
+    assert "Fatal Python error" not in result.stdout + result.stderr
+    assert not [path for path in os.listdir(run_dir) if path.startswith("core")]
 
 
 def test_cluster_flags_are_refused_with_exit_2(run_dir):
