@@ -110,7 +110,7 @@ def run_pods(pods, hosts, logdir):
     os.makedirs(logdir, exist_ok=True)
     processes, awaited = {}, set()
     for number, (pod, command, workdir, pod_env) in enumerate(pods):
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **pod_env)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **pod_env)
         task = json.loads(env["TF_CONFIG"])["task"]
         if task["type"] != "ps":
             awaited.add(pod)

@@ -246,6 +246,9 @@ def test_the_dockerfile_installs_the_runtime_only_for_a_numeric_user():
     assert any(f"--uid {generate.USER_ID}" in line and "--create-home" in line
                for line in lines)
     assert any(re.match(r"^ENV HOME=/\S+$", line) for line in lines)
+    # As the launcher's tasks: a crash leaves the Python stack in the log.
+    assert any(line.startswith("ENV ") and "PYTHONFAULTHANDLER=1" in line.split()
+               for line in lines)
 
 
 def test_the_operator_tf_config_is_the_documented_one():
