@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
-	test-waits clean
+	test-waits test-sessions clean
 
 venv: $(VENV)/.installed
 
@@ -107,6 +107,12 @@ test-real-data: $(VENV)/.installed
 # another waits for them, and a wait that gives up after its 20 s bound.
 test-waits: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/waits
+
+# Not part of `make test` (about three minutes): every example that trains in
+# a MonitoredSession gets an AbortedError, then an UnavailableError, injected
+# into its chief mid-run, and must complete, its log naming the error.
+test-sessions: venv
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/sessions
 
 # Not part of `make test`: a Ray cluster of two nodes, one in a network
 # namespace of its own (needs root).

@@ -1,5 +1,7 @@
 """Restarts that work: the chief's and the other workers' side of recovery."""
 
+import logging
+
 import tensorflow as tf
 
 from guide.distributed.protocol import chief_ready, peek
@@ -23,6 +25,33 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
         return self._resume.carry_on(sess, f"checkpoint {save_path}")
 
 
+class _SayWhenSessionsAreRecreated(logging.Filter):
+    """A filter for TensorFlow's logger that drops everything below ERROR
+    (the v1 APIs' deprecation warnings) but MonitoredSession's word that it
+    recreates a session after an error it recovers from (AbortedError,
+    UnavailableError), which it gives at INFO; that one it prints as one
+    line naming the error, so a recreated session is never silent."""
+
+    def filter(self, record):
+        if record.levelno >= logging.ERROR:
+            return True
+        if record.getMessage().startswith("An error was raised"):
+            error = record.args[-1] if record.args else None
+            first_line = str(getattr(error, "message", error)).strip().split("\n")[0]
+            print(f"session recreated after {type(error).__name__}: "
+                  f"{first_line[:300]}", flush=True)
+        return False
+
+
+def say_when_sessions_are_recreated():
+    """Makes TensorFlow's logger print a line each time MonitoredSession
+    recreates this task's session, and nothing else below ERROR."""
+    logger = tf.get_logger()
+    if not any(isinstance(f, _SayWhenSessionsAreRecreated) for f in logger.filters):
+        logger.addFilter(_SayWhenSessionsAreRecreated())
+    logger.setLevel(logging.INFO)
+
+
 class Resume:
     """The MonitoredTrainingSession `scaffold` that makes restarts work, and
     the global step this run's first session started from (`start_step`).
@@ -33,11 +62,13 @@ class Resume:
     the last checkpoint, saying which; every session after its first gives
     the `chief_ready` signal again (on every ps: a restarted one lost it).
     Non-chief: every session first waits for that signal, instead of
-    TensorFlow's 30-second poll for the chief.
+    TensorFlow's 30-second poll for the chief. Every task says in its log
+    when MonitoredSession recreates its session, with the error.
     """
 
     def __init__(self, task, global_step, logdir, script):
         self.start_step = 0
+        say_when_sessions_are_recreated()
         if task is not None and not task.is_chief:
             # Check (and then initialise the local variables) only once the
             # chief has said the model is on every ps.

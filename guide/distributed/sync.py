@@ -9,8 +9,17 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
     """`optimizer.make_session_run_hook(is_chief, num_tokens)`, but the
     chief's update thread, cancelled by the session's close, just stops
     (TensorFlow's own hook shows a traceback, after a 120 s grace period);
-    and `num_tokens` defaults to 0, since a token given out before the first
-    update lets a worker compute a second gradient that is dropped as stale.
+    it never closes the token queue; and `num_tokens` defaults to 0, since a
+    token given out before the first update lets a worker compute a second
+    gradient that is dropped as stale.
+
+    TensorFlow's runner closes the token queue on the ps when its session
+    stops. When MonitoredSession recreates the chief's session after an
+    error it recovers from, that close could reach the ps before the old
+    session closed: every worker's next token then raised OutOfRangeError,
+    which MonitoredSession's exit swallows, and the job ended with no
+    result. Workers waiting for a token at the end are released by
+    `release_token_waiters` instead.
     """
 
     def __init__(self, optimizer, is_chief, num_tokens=0):
@@ -24,8 +33,10 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
             self._init_ops = [optimizer.chief_init_op,
                               optimizer.get_init_tokens_op(self._num_tokens)]
             updates = optimizer.get_chief_queue_runner()
+            keep_queue_open = tf.no_op(name="keep_token_queue_open")
             self._update_runner = tf.compat.v1.train.QueueRunner(
                 updates.queue, updates.enqueue_ops,
+                close_op=keep_queue_open, cancel_op=keep_queue_open,
                 queue_closed_exception_types=(tf.errors.OutOfRangeError,
                                               tf.errors.CancelledError))
         else:
