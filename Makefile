@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
-	test-waits test-sessions clean
+	test-waits test-sessions test-users-path clean
 
 venv: $(VENV)/.installed
 
@@ -113,6 +113,12 @@ test-waits: venv tools
 # into its chief mid-run, and must complete, its log naming the error.
 test-sessions: venv
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/sessions
+
+# Not part of `make test` (about three minutes): every example through its
+# run.sh with each task a new Python, as a user's run starts it; `make test`
+# forks its tasks from a process that imported TensorFlow once.
+test-users-path: venv
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/users_path
 
 # Not part of `make test`: a Ray cluster of two nodes, one in a network
 # namespace of its own (needs root).

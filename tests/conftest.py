@@ -161,11 +161,19 @@ def env_without_tf_config(**extra):
     return env
 
 
-def run(command, *, timeout, cwd=REPO, env=None):
+def users_environment():
+    """This environment as a user's shell has it: no TF_CONFIG, and no
+    LAUNCH_PRELOAD_TENSORFLOW, so that the launcher starts each task as a
+    new Python, as `bash run.sh` does."""
+    return {key: value for key, value in os.environ.items()
+            if key not in ("TF_CONFIG", PRELOAD)}
+
+
+def run(command, *, timeout, cwd=REPO, env=None, preexec_fn=None):
     """Runs a command to completion (or kills it at `timeout`)."""
     return subprocess.run(command, cwd=cwd, env=env or env_without_tf_config(),
                           capture_output=True, text=True, timeout=timeout,
-                          check=False)
+                          check=False, preexec_fn=preexec_fn)
 
 
 def error_lines(stderr):
