@@ -222,7 +222,8 @@ def main():
                 seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
                 session, logdir, settings, "sagn", evaluation, dataset,
-                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                global_step, wall_s, train_back=False,
+                workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, examples_per_step=examples_per_step,
                 communication_window=window, replicas_to_aggregate=replicas,
                 central_learning_rate=round(central_rate, 6),

@@ -189,7 +189,8 @@ def main():
             report.evaluate_and_write(
                 session, logdir, settings,
                 "synchronous-sgd-different-learning-rates", classifier, dataset,
-                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                global_step, wall_s, train_back=False,
+                workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, examples_per_step=examples_per_step,
                 optimizer=args.optimizer, learning_rates=rates,
                 replicas_to_aggregate=replicas, gradients_computed=computed,

@@ -192,7 +192,8 @@ def main():
                 seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
                 session, logdir, settings, "synchronous-sgd", classifier, dataset,
-                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
+                global_step, wall_s, train_back=False,
+                workers=task.num_workers, ps=task.num_ps,
                 start_step=resume.start_step, examples_per_step=examples_per_step,
                 replicas_to_aggregate=replicas, exact=args.exact,
                 gradients_computed=computed, gradients_dropped=dropped)

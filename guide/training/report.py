@@ -8,6 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from guide.training.flags import Failure
 from guide.training.monitored import run_without_hooks
 
 
@@ -221,13 +222,38 @@ def _shown(value):
     return value
 
 
+class StepsLost(Failure):
+    """The model to report went back to before --train_steps after training
+    ended: a ps restored an older checkpoint. Exit code 75 (EX_TEMPFAIL), as
+    for a lost peer: a restarted chief trains those steps again."""
+
+    exit_code = 75
+
+
 def evaluate_and_write(session, logdir, settings, algorithm, classifier,
-                       dataset, global_step, wall_s, **fields):
+                       dataset, global_step, wall_s, train_back=True, **fields):
     """The chief's last act: evaluates `classifier` on `dataset`'s test set,
-    then `write_result`."""
+    then `write_result`. If the model is short of --train_steps, a ps lost
+    since training stopped at them took the steps after its last checkpoint
+    with it: then raises StepsLost, reporting nothing, so that a restarted
+    chief trains them again; or, with `train_back` False (a synchronous
+    scheme, whose chief cannot train alone), reports the model with
+    `steps_lost` and why."""
     test_loss, test_accuracy, step = run_without_hooks(
         session, [classifier.loss, classifier.accuracy, global_step],
         classifier.feed(dataset.test_images, dataset.test_labels))
+    lost = settings["train_steps"] - int(step)
+    if lost > 0:
+        why = (f"the model went back to global step {step} after training had "
+               f"ended, {lost} steps short of --train_steps "
+               f"{settings['train_steps']} (a parameter server restarted from "
+               f"an older checkpoint)")
+        if train_back:
+            raise StepsLost(f"{why}; nothing is reported, and a restarted chief "
+                            f"(--max_restarts) trains those steps again")
+        print(f"{why}; the other workers have stopped, so it is reported as "
+              f"it is", flush=True)
+        fields.update(steps_lost=lost, steps_lost_why=why)
     return write_result(logdir, settings, algorithm, step, test_loss,
                         test_accuracy, wall_s, **fields)
 
