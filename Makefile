@@ -1,6 +1,7 @@
 # `make demo` installs everything into .venv and runs Hogwild end to end;
 # `make test` installs and runs the lint and the whole test suite;
-# `make reliability` runs each synchronous example 30 times (about 15 min);
+# `make reliability` runs each synchronous example 30 times, then 30 more
+# under CPU load (about 1 h 45 min);
 # `make bench` runs every example with its defaults on MNIST (about 10 min;
 # `make bench DATA_DIR=folder`, else the Keras cache; without MNIST it runs
 # the synthetic benchmark); `make bench-synthetic` compares every scheme on
@@ -17,7 +18,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
-	test-waits test-sessions test-users-path clean
+	test-waits test-sessions test-users-path test-load clean
 
 venv: $(VENV)/.installed
 
@@ -44,9 +45,17 @@ tools:
 test: lint tools
 	$(PY) -m pytest -n 3
 
-# Not part of `make test`: 30 back-to-back runs of each synchronous example.
+# Not part of `make test`: 30 back-to-back runs of each synchronous example,
+# then 30 more of 200 steps each with the job held to half a CPU (needs root).
 reliability: venv
 	$(PY) tests/reliability.py
+	$(PY) tests/reliability.py --cpus 0.5 --steps 200 --timeout 300
+
+# Not part of `make test` (about six minutes): every example through its
+# run.sh, each task a new Python, the whole job held to half a CPU's worth of
+# time in bursts (a cgroup quota, tests/load.py; needs root).
+test-load: venv
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/load_suite
 
 # Not part of `make test` either: random kills with --max_restarts 3.
 faults: venv

@@ -4,14 +4,20 @@ steps each, and counts the runs that did not end cleanly.
 Not part of the test suite (30 runs of each take about 5 minutes per example
 on two cores); run it with `make reliability` or:
 
-    python tests/reliability.py [--runs 30] [--steps 20] [EXAMPLE ...]
+    python tests/reliability.py [--runs 30] [--steps 20] [--cpus C] [EXAMPLE ...]
 
-A run passes when it exits 0 within --timeout seconds and neither its output
-nor any task's log holds a Python traceback or a closed token queue
-("sync_token_q"). The log folders of failed runs are kept and named.
+With --cpus, each run's whole job shares C CPUs' worth of time, in bursts
+(tests/load.py; needs root): load on purpose, as on a busy cluster node.
+
+A run passes when it exits 0 within --timeout seconds with its result at
+--train_steps, and neither its output nor any task's log holds a Python
+traceback or a closed token queue ("sync_token_q"). The log folders of
+failed runs are kept and named.
 """
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -24,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from guide import examples  # noqa: E402
+from load import CpuQuota  # noqa: E402
 
 SYNCHRONOUS = [folder for folder, example in examples.BY_FOLDER.items()
                if example.synchronous]
@@ -42,22 +49,36 @@ def problems(output, logdir):
                    if marker in text})
 
 
-def run_once(example, steps, timeout, logdir):
-    """One run; returns (seconds, list of problems)."""
+def reported_step(logdir):
+    """The global step of the run's result.json, or None without one."""
+    try:
+        with open(os.path.join(logdir, "result.json")) as stream:
+            return json.load(stream)["global_step"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run_once(example, steps, timeout, logdir, cpus=None):
+    """One run, under a CPU quota of `cpus` if given; returns (seconds, list
+    of problems)."""
     command = ["bash", os.path.join(REPO, example, "run.sh"), "--timeout",
                str(timeout), "--train_steps", str(steps), "--logdir", logdir]
     start = time.perf_counter()
-    try:
-        result = subprocess.run(command, capture_output=True, text=True,
-                                timeout=timeout + 30, check=False)
-    except subprocess.TimeoutExpired:
-        return time.perf_counter() - start, ["hang: the launcher did not stop"]
+    with CpuQuota(cpus) if cpus else contextlib.nullcontext() as quota:
+        try:
+            result = subprocess.run(command, capture_output=True, text=True,
+                                    timeout=timeout + 30, check=False,
+                                    preexec_fn=quota.add if quota else None)
+        except subprocess.TimeoutExpired:
+            return time.perf_counter() - start, ["hang: the launcher did not stop"]
     seconds = time.perf_counter() - start
     found = problems(result.stdout + result.stderr, logdir)
     if result.returncode == 124:
         found.append(f"hang: stopped after {timeout} s")
     elif result.returncode:
         found.append(f"exit code {result.returncode}")
+    elif (reported_step(logdir) or 0) < steps:
+        found.append(f"result at global step {reported_step(logdir)}, not {steps}")
     return seconds, found
 
 
@@ -69,6 +90,9 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--timeout", type=int, default=120,
                         help="seconds before a run counts as hung")
+    parser.add_argument("--cpus", type=float,
+                        help="run each job under a quota of this many CPUs "
+                             "(tests/load.py; needs root)")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="reliability-")
     all_passed = True
@@ -76,7 +100,8 @@ def main():
         durations, failures = [], []
         for index in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{index}")
-            seconds, found = run_once(example, args.steps, args.timeout, logdir)
+            seconds, found = run_once(example, args.steps, args.timeout, logdir,
+                                     args.cpus)
             durations.append(seconds)
             if found:
                 failures.append((index, found, logdir))
@@ -86,7 +111,8 @@ def main():
                   f"{'; '.join(found) or 'ok'}", flush=True)
         passed = args.runs - len(failures)
         all_passed &= not failures
-        print(f"== {example}: {passed} of {args.runs} runs passed; median "
+        under = f" under {args.cpus:g} CPUs" if args.cpus else ""
+        print(f"== {example}{under}: {passed} of {args.runs} runs passed; median "
               f"{statistics.median(durations):.1f} s, slowest "
               f"{max(durations):.1f} s", flush=True)
         for index, found, logdir in failures:
