@@ -1,15 +1,20 @@
 """Runs a script with one error injected into its chief's training session,
-as a remote call failing under load would raise it: once the global step
-reaches AT_STEP, the chief's next hooked `session.run` raises
-tf.errors.ERROR (AbortedError or UnavailableError, the two that
-MonitoredSession recovers from by recreating the session).
+where a remote call that failed under load raises it: the first
+`session.run` after the chief's AT_RUN-th run with hooks (or, with AT_RUN
+"wait", the first in its wait for the other workers to finish) raises
+tf.errors.ERROR from inside TensorFlow's client, as if the runtime had
+returned it. ERROR is AbortedError or UnavailableError (which
+MonitoredSession recovers from by recreating the session), or
+DuplicateRequest: the CancelledError a worker returns when gRPC retried a
+RunGraph call under load and the retry arrived as a second copy. ERROR
+ending in "+" is raised by every run from then on, not by one.
 
 With DELAY_CLOSE set, the chief's old session closes that many seconds
 late, so that every thread the session's stop wakes (the synchronous
 examples' update thread among them) reaches the ps before the close: the
 order that load produces now and then, here every time.
 
-    python with_injected_error.py ERROR AT_STEP DELAY_CLOSE SCRIPT [ARG...]
+    python with_injected_error.py ERROR AT_RUN DELAY_CLOSE SCRIPT [ARG...]
 
 Runs the script in this process, so that a task the fork server forked
 keeps the TensorFlow it has loaded.
@@ -23,41 +28,71 @@ import time
 import tensorflow as tf
 from tensorflow.python.client import session as session_module
 
+# What a worker answers to a second copy of one RunGraph request; the
+# client sees it as a CancelledError.
+DUPLICATE_REQUEST = ("The same RunGraph (Worker) request was received twice. "
+                     "step_id: 1 (injected by with_injected_error.py)")
 
-class InjectOnce(tf.compat.v1.train.SessionRunHook):
-    """Raises `error` once, after the first run that saw `at_step`."""
 
-    def __init__(self, error, at_step):
-        self._error = error
-        self._at_step = at_step
-        self._done = False
+def error_to_raise(name):
+    if name == "DuplicateRequest":
+        return tf.errors.CancelledError(None, None, DUPLICATE_REQUEST)
+    return getattr(tf.errors, name)(None, None,
+                                    "injected by with_injected_error.py")
 
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs(self._global_step)
+class ArmAtRun(tf.compat.v1.train.SessionRunHook):
+    """Arms the injection after the chief's `at_run`-th run with hooks (a
+    count of its own runs, not the global step, which the other workers
+    may carry to the end before the chief has trained at all)."""
+
+    def __init__(self, at_run, armed):
+        self._runs_left = at_run
+        self._armed = armed
 
     def after_run(self, run_context, run_values):
-        if not self._done and run_values.results >= self._at_step:
-            self._done = True
-            print(f"injecting {self._error.__name__} at global step "
-                  f"{run_values.results}", flush=True)
-            raise self._error(None, None, "injected by with_injected_error.py")
+        self._runs_left -= 1
+        if self._runs_left == 0:
+            self._armed.add("armed")
 
 
 def main():
-    error_name, at_step, delay_close, script, *args = sys.argv[1:]
-    hook = InjectOnce(getattr(tf.errors, error_name), int(at_step))
+    error_name, at_run, delay_close, script, *args = sys.argv[1:]
+    armed = set()
     make_session = tf.compat.v1.train.MonitoredTrainingSession
 
     def with_the_hook(*positional, is_chief=True, hooks=None, **keywords):
         if is_chief:
-            hooks = [*(hooks or []), hook]
+            hooks = [*(hooks or []), ArmAtRun(int(at_run), armed)]
         return make_session(*positional, is_chief=is_chief, hooks=hooks,
                             **keywords)
 
-    tf.compat.v1.train.MonitoredTrainingSession = with_the_hook
+    if at_run == "wait":
+        from guide.distributed import protocol
+
+        wait = protocol.wait_for_workers_to_finish
+
+        def armed_wait(*positional, **keywords):
+            armed.add("armed")
+            return wait(*positional, **keywords)
+
+        protocol.wait_for_workers_to_finish = armed_wait
+    else:
+        tf.compat.v1.train.MonitoredTrainingSession = with_the_hook
+    call = session_module.BaseSession._call_tf_sessionrun
+
+    forever = error_name.endswith("+")
+    error_name = error_name.rstrip("+")
+
+    def failing_once(session, *positional):
+        if "armed" in armed:
+            if not forever:
+                armed.clear()
+            print(f"injecting {error_name}", flush=True)
+            raise error_to_raise(error_name)
+        return call(session, *positional)
+
+    session_module.BaseSession._call_tf_sessionrun = failing_once
     if float(delay_close):
         close = session_module.Session.close
 

@@ -129,20 +129,44 @@ def report_training_finished(server, task):
         f"training_finished_{task.task_index}").enqueue(task.task_index))
 
 
+# How many failed calls in a row the chief's final wait takes from a ps 0
+# that kept its state (calls that failed under load) before it gives up.
+FAILED_CALLS_TAKEN = 10
+
+
+def ps_0_restarted(server, task):
+    """Whether ps 0 lost its state since the chief said the model was ready:
+    a restarted ps 0 holds no "chief_ready" (or does not answer); one whose
+    call only failed, as a call can under load, still does."""
+    try:
+        return not run_in_own_graph(server, task,
+                                    lambda: peek(chief_ready(task)[0]), 5)
+    except PS_LOST:
+        return True
+
+
 def wait_for_workers_to_finish(server, task, timeout=PEER_TIMEOUT_S):
     """Chief: block until every other worker has finished training, so that
     the chief's evaluation sees their last updates. They all stop once the
     global step reaches the end: raises PeerLost if one has not said so
     within `timeout` s of the one before, or if ps 0 is lost meanwhile (a
-    restarted chief resumes from the last checkpoint)."""
+    restarted chief resumes from the last checkpoint). A call that fails
+    while ps 0 keeps its state is made again."""
     for index in range(1, task.num_workers):
-        try:
-            finished = run_in_own_graph(server, task, lambda index=index: peek(
-                state(f"training_finished_{index}")), timeout)
-        except PS_LOST:
-            raise PeerLost(f"ps 0 was lost while the chief waited for worker "
-                           f"{index} to finish training; restarted, the chief "
-                           f"resumes from the last checkpoint") from None
+        for failed in range(FAILED_CALLS_TAKEN + 1):
+            try:
+                finished = run_in_own_graph(server, task, lambda index=index: peek(
+                    state(f"training_finished_{index}")), timeout)
+                break
+            except PS_LOST as error:
+                if failed == FAILED_CALLS_TAKEN or ps_0_restarted(server, task):
+                    raise PeerLost(
+                        f"ps 0 was lost while the chief waited for worker "
+                        f"{index} to finish training; restarted, the chief "
+                        f"resumes from the last checkpoint") from None
+                print(f"the chief's wait for worker {index} failed "
+                      f"({type(error).__name__}), but ps 0 kept its state: it "
+                      f"waits again", flush=True)
         if not finished:
             raise PeerLost(f"worker {index} did not say it had finished "
                            f"training within {timeout:g} s of the chief; the "

@@ -1,11 +1,13 @@
 """Restarts that work: the chief's and the other workers' side of recovery."""
 
 import logging
+import time
 
 import tensorflow as tf
 
 from guide.distributed.protocol import chief_ready, peek
 from guide.training import logdirs
+from guide.training.flags import Failure
 
 
 class _ResumingSaver(tf.compat.v1.train.Saver):
@@ -25,21 +27,47 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
         return self._resume.carry_on(sess, f"checkpoint {save_path}")
 
 
+class SessionsRecreatedTooOften(Failure):
+    """MonitoredSession retries forever: one error after another would keep
+    a task recreating its session, at full speed, with nothing to show."""
+
+    exit_code = 75  # EX_TEMPFAIL, as a lost peer: a restart may do better
+
+
 class _SayWhenSessionsAreRecreated(logging.Filter):
     """A filter for TensorFlow's logger that drops everything below ERROR
     (the v1 APIs' deprecation warnings) but MonitoredSession's word that it
     recreates a session after an error it recovers from (AbortedError,
     UnavailableError), which it gives at INFO; that one it prints as one
-    line naming the error, so a recreated session is never silent."""
+    line naming the error, so a recreated session is never silent. The
+    `most`-th recreation within `seconds` raises SessionsRecreatedTooOften
+    instead, from inside MonitoredSession's retry, which it ends."""
+
+    def __init__(self, most=10, seconds=600):
+        super().__init__()
+        self._most, self._seconds = most, seconds
+        self._times = []
 
     def filter(self, record):
         if record.levelno >= logging.ERROR:
             return True
         if record.getMessage().startswith("An error was raised"):
             error = record.args[-1] if record.args else None
-            first_line = str(getattr(error, "message", error)).strip().split("\n")[0]
-            print(f"session recreated after {type(error).__name__}: "
-                  f"{first_line[:300]}", flush=True)
+            # The error's first line of its own: the session's run adds a
+            # heading line before it.
+            lines = [line.strip() for line
+                     in str(getattr(error, "message", error)).splitlines()
+                     if line.strip() and line.strip() != "Graph execution error:"]
+            said = f"{type(error).__name__}: {(lines or [''])[0][:300]}"
+            now = time.monotonic()
+            self._times = [t for t in self._times if now - t < self._seconds]
+            self._times.append(now)
+            if len(self._times) >= self._most:
+                raise SessionsRecreatedTooOften(
+                    f"the session was recreated {len(self._times)} times "
+                    f"within {self._seconds / 60:g} minutes, the last after "
+                    f"{said}; the task gives up rather than retry forever")
+            print(f"session recreated after {said}", flush=True)
         return False
 
 
@@ -50,6 +78,33 @@ def say_when_sessions_are_recreated():
     if not any(isinstance(f, _SayWhenSessionsAreRecreated) for f in logger.filters):
         logger.addFilter(_SayWhenSessionsAreRecreated())
     logger.setLevel(logging.INFO)
+
+
+def recover_from_duplicate_requests():
+    """Makes a request that reached a worker twice an AbortedError, which
+    MonitoredSession recovers from by recreating the session. gRPC retries a
+    call that seems lost, which under load it may not be; the worker then
+    refuses the second copy as "The same RunGraph (Worker) request was
+    received twice", and the client sees a CancelledError, which ended the
+    task. The first copy ran, so the step is not lost: the session is."""
+    from tensorflow.python.client import session as session_module
+
+    base = session_module.BaseSession
+    if getattr(base._do_call, "recovers_duplicates", False):
+        return
+    do_call = base._do_call
+
+    def _do_call(self, fn, *args):
+        try:
+            return do_call(self, fn, *args)
+        except tf.errors.CancelledError as error:
+            if "request was received twice" not in error.message:
+                raise
+            raise tf.errors.AbortedError(error.node_def, error.op,
+                                         error.message) from error
+
+    _do_call.recovers_duplicates = True
+    base._do_call = _do_call
 
 
 class Resume:
@@ -63,12 +118,14 @@ class Resume:
     the `chief_ready` signal again (on every ps: a restarted one lost it).
     Non-chief: every session first waits for that signal, instead of
     TensorFlow's 30-second poll for the chief. Every task says in its log
-    when MonitoredSession recreates its session, with the error.
+    when MonitoredSession recreates its session, with the error, and
+    recovers from a request that reached a worker twice as from a lost one.
     """
 
     def __init__(self, task, global_step, logdir, script):
         self.start_step = 0
         say_when_sessions_are_recreated()
+        recover_from_duplicate_requests()
         if task is not None and not task.is_chief:
             # Check (and then initialise the local variables) only once the
             # chief has said the model is on every ps.
