@@ -49,7 +49,10 @@ def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
         # moved the global step by one window of minibatches.
         assert len(result["commits"]) == workers and min(result["commits"]) > 0
         assert sum(result["commits"]) * window == result["global_step"]
-        assert 0 <= result["mean_staleness"] <= (workers - 1) * 2 * window
+        # At most (W − 1) T: a worker's pulls and commits alternate, so each
+        # other worker's commit lands between one pull and the next commit of
+        # a given worker at most once (in Dynamic-SGD's commits, W − 1).
+        assert 0 <= result["mean_staleness"] <= (workers - 1) * window
     if "central_learning_rate" in result:
         # The commits' rate η̃ by default: W commits of a / T move the centre
         # by the workers' mean step (AGN), or their mean of W does (SAGN).

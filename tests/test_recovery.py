@@ -69,10 +69,13 @@ def assert_restored_the_last_checkpoint(saved, restored, every, slack=10):
     """The chief restored the checkpoint it saved last before its job went
     down: the one its checkpoint file named (`saved`) when the workers were
     paused or, if the pause caught it writing the next one (its variables
-    already read), that one, which it finished on resuming. A checkpoint is
-    named after the global step read just before the save; in an
-    asynchronous job another worker's update may land in between (`slack`
-    steps; 0 for a synchronous one)."""
+    already read), that one, which it finished on resuming. That race is
+    the test's, not the examples': SIGSTOP lands wherever the chief is, and
+    it was measured to land inside a save (84 named, 124 restored with
+    checkpoints every 40, once in CI; 40 named, 80 restored in 1 of 2 full
+    runs of the allreduce test). A checkpoint is named after the global step
+    read just before the save; in an asynchronous job another worker's
+    update may land in between (`slack` steps; 0 for a synchronous one)."""
     assert any(step <= restored <= step + slack for step in (saved, saved + every)), \
         (saved, restored)
 
@@ -178,8 +181,10 @@ def test_hogwild_survives_a_killed_worker_chief_and_ps(run_dir):
     assert len(evaluated) >= 3
     assert int(evaluated[-1][0]) == result["global_step"]
     assert abs(float(evaluated[-1][1]) - result["test_accuracy"]) < 1e-3
-    # Trained on through the kills: one Hogwild checkpoint may dip by up to
-    # five points below its neighbours, so the last three are averaged.
+    # Trained on through the kills. Single Hogwild checkpoints of this run
+    # dip by up to five points below their neighbours (measured: a final
+    # 0.798 between 0.840 and 0.827, in 1 of 6 runs; the curves of passing
+    # runs dipped to 0.788-0.798 too), so the last three are averaged.
     late = [float(accuracy) for _, accuracy in evaluated[-3:]]
     assert sum(late) / 3 >= 0.8, evaluated
     assert os.listdir(logdir / "eval")

@@ -19,9 +19,16 @@ pytestmark = pytest.mark.skipif(
 # The model's float32 parameters: what one pull, or one push, carries.
 MODEL_BYTES = 4 * (IMAGE_SIZE * HIDDEN_UNITS + HIDDEN_UNITS
                    + HIDDEN_UNITS * NUM_CLASSES + NUM_CLASSES)
-# Headers (TCP/IP and, on a veth, Ethernet: about 4.5% at its MTU of 1500),
-# gRPC's framing, and the small tensors (the global step, the queues' tokens).
-TOLERANCE = 0.10
+# Measured over the graph's bytes: headers (few, with segmentation offload
+# on a veth), gRPC's framing and the small tensors (the global step, the
+# counters, the queues' tokens). Three runs each beside a loaded machine
+# measured 1.008-1.010 (Hogwild), 1.020-1.023 (DOWNPOUR, whose small tensors
+# weigh more against a window's one exchange) and 1.012-1.013
+# (Synchronous-SGD). Below: the launcher starts counting a few steps after
+# the chief's first progress line, which loses those steps' bytes (a lag
+# of 10 steps would be 3% of the 300 measured at least).
+ABOVE_THE_GRAPH = 1.05
+BELOW_THE_GRAPH = 0.97
 
 
 def graph_bytes_per_step(result):
@@ -65,8 +72,10 @@ def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
                                             measured["bytes_per_example"])
     assert measured["steps"] >= 300, measured
     expected = graph_bytes_per_step(saved)
-    assert measured["bytes_per_step"] == pytest.approx(expected, rel=TOLERANCE), \
-        (measured, expected)
+    print(f"bytes per step: measured {measured['bytes_per_step']}, graph "
+          f"{expected:.0f}, ratio {measured['bytes_per_step'] / expected:.4f}")
+    assert (BELOW_THE_GRAPH <= measured["bytes_per_step"] / expected
+            <= ABOVE_THE_GRAPH), (measured, expected)
     examples_per_step = saved["examples"] / saved["global_step"]
     assert measured["bytes_per_example"] == pytest.approx(
         measured["bytes_per_step"] / examples_per_step, rel=0.01)
@@ -81,8 +90,11 @@ def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
         # The ps's link carries every pull and every push: half of all bytes
         # each way, the busiest link of the job.
         assert measured["busiest_link"] == "ps:0"
-        assert links["ps:0"]["sent"] == pytest.approx(sent / 2, rel=TOLERANCE)
-        assert links["ps:0"]["received"] == pytest.approx(sent / 2, rel=TOLERANCE)
+        print(f"ps:0 sent {links['ps:0']['sent'] / (sent / 2):.4f} and received "
+              f"{links['ps:0']['received'] / (sent / 2):.4f} of half the bytes")
+        # (Measured within 0.1% of half, in each of three runs.)
+        assert links["ps:0"]["sent"] == pytest.approx(sent / 2, rel=0.01)
+        assert links["ps:0"]["received"] == pytest.approx(sent / 2, rel=0.01)
     else:
         assert "links" not in measured
 
