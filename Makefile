@@ -18,7 +18,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
-	test-waits test-sessions test-users-path test-load clean
+	test-waits test-sessions test-users-path test-load test-recovery clean
 
 venv: $(VENV)/.installed
 
@@ -42,8 +42,14 @@ tools:
 		apt-get install -y -qq iproute2 >/dev/null; }
 
 # Three test processes: on two cores a run's tasks mostly wait on each other.
+# The restart tests have a target of their own, to keep this one short.
 test: lint tools
-	$(PY) -m pytest -n 3
+	$(PY) -m pytest -n 3 --ignore=tests/test_recovery.py
+
+# Not part of `make test` (about a minute and a half): tasks killed and
+# restarted, on separate disks (tests/test_recovery.py).
+test-recovery: venv tools
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/test_recovery.py
 
 # Not part of `make test`: 30 back-to-back runs of each synchronous example,
 # then 30 more of 200 steps each with the job held to half a CPU (needs root).
