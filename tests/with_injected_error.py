@@ -7,7 +7,9 @@ returned it. ERROR is AbortedError or UnavailableError (which
 MonitoredSession recovers from by recreating the session), or
 DuplicateRequest: the CancelledError a worker returns when gRPC retried a
 RunGraph call under load and the retry arrived as a second copy. ERROR
-ending in "+" is raised by every run from then on, not by one.
+ending in "+" is raised by every run from then on, not by one; ending in
+"!", by every later run of the session that raised it, whose close fails
+too: a session whose ps was lost mid-call.
 
 With DELAY_CLOSE set, the chief's old session closes that many seconds
 late, so that every thread the session's stop wakes (the synchronous
@@ -81,16 +83,33 @@ def main():
         tf.compat.v1.train.MonitoredTrainingSession = with_the_hook
     call = session_module.BaseSession._call_tf_sessionrun
 
-    forever = error_name.endswith("+")
-    error_name = error_name.rstrip("+")
+    forever, broken_for_good = error_name.endswith("+"), error_name.endswith("!")
+    error_name = error_name.rstrip("+!")
+    broken = set()  # the ids of sessions that stay broken
 
     def failing_once(session, *positional):
+        if id(session) in broken:
+            raise error_to_raise(error_name)
         if "armed" in armed:
             if not forever:
                 armed.clear()
+            if broken_for_good:
+                broken.add(id(session))
             print(f"injecting {error_name}", flush=True)
             raise error_to_raise(error_name)
         return call(session, *positional)
+
+    close_for_real = session_module.BaseSession.close
+    closes_tried = set()
+
+    def close(session):
+        if id(session) in broken and id(session) not in closes_tried:
+            closes_tried.add(id(session))  # it stays open, and broken
+            raise tf.errors.UnavailableError(None, None, "injected: the ps "
+                                             "is gone, so is the close")
+        close_for_real(session)
+
+    session_module.BaseSession.close = close
 
     session_module.BaseSession._call_tf_sessionrun = failing_once
     if float(delay_close):

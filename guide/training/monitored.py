@@ -7,14 +7,13 @@ def run_without_hooks(session, fetches, feed_dict=None):
     which must not pay for the hooks' read of the global step on the ps."""
     if hasattr(session, "run_step_fn"):  # a MonitoredSession
         def step(step_context):
-            return step_context.session.run(fetches, feed_dict)
-        try:
-            return session.run_step_fn(step)
-        except RuntimeError as error:
-            # When the session was rebuilt during the call (a restarted ps),
-            # TensorFlow hands the step the old, closed one; the next call
-            # gets the new one.
-            if "closed Session" not in str(error):
-                raise
-            return session.run_step_fn(step)
+            # The session MonitoredSession holds now. When it recreates the
+            # session after an error, it runs the step again with the one
+            # it first gave it: closed, or, if closing it failed (as it can
+            # when the error was a lost ps), still failing, so that the
+            # retry failed and recreated the session forever.
+            current = getattr(session, "_tf_sess", None)
+            raw_session = current() if current else step_context.session
+            return raw_session.run(fetches, feed_dict)
+        return session.run_step_fn(step)
     return session.run(fetches, feed_dict)

@@ -102,3 +102,20 @@ def test_a_session_recreated_again_and_again_ends_the_task(run_dir):
             "last after AbortedError: injected by with_injected_error.py; the "
             "task gives up rather than retry forever") in output, output[-4000:]
     assert "worker:0 exited with code 75" in output, output[-4000:]
+
+
+@pytest.mark.parametrize("example", IN_MONITORED_SESSIONS, ids=lambda e: e.name)
+def test_a_session_that_stays_broken_is_left_behind(example, run_dir):
+    """A session whose ps was lost mid-call keeps failing, and so does its
+    close. MonitoredSession then runs the step again with the session it
+    first gave it: the examples' steps outside the hooks take the new one,
+    so the session is recreated once, not forever."""
+    logdir = run_dir / "run"
+    result = run(launch(example, logdir, "UnavailableError!"), timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    said = re.findall(r"^\[worker:0\] session recreated after UnavailableError",
+                      output, re.MULTILINE)
+    assert len(said) == 1, output[-4000:]
+    assert "An error occurred when attempting to close the session" in output
+    assert read_result(logdir)["global_step"] >= STEPS
