@@ -15,7 +15,7 @@ from guide.training import data
 SEED = 3
 BATCH = 20
 WINDOW = 3
-WINDOWS = 4
+WINDOWS = 16
 SCHEMES = {
     # folder: (NumPy update rule, learning rate)
     "DOWNPOUR": (reference.downpour, 0.05),
@@ -167,7 +167,7 @@ def test_exact_synchronous_sgd_is_one_process_with_the_whole_batch(run_dir):
 def test_an_allreduce_step_is_one_step_on_every_workers_minibatch(run_dir):
     """MultiWorkerMirroredStrategy, 2 workers of B examples each: every step
     is one SGD step on the 2·B examples together, on every worker."""
-    steps, workers, learning_rate = 6, 2, 0.2
+    steps, workers, learning_rate = 30, 2, 0.2
     logdir = run_dir / "run"
     result = run(["bash", "Multi-Worker-Mirrored-Strategy/run.sh", "--seed",
                   str(SEED), "--batch_size", str(BATCH), "--learning_rate",
@@ -212,7 +212,7 @@ def test_a_workers_own_rate_drives_the_optimizer(run_dir):
     """One worker with rate 0.1 under a base rate of 0.2 and momentum: the
     run is momentum SGD with rate 0.1, so the worker's rate, not the base
     one, scales its updates, and not only with plain SGD."""
-    steps = 8
+    steps = 40
     logdir = run_dir / "run"
     result = run(["bash", "Synchronous-SGD-different-learning-rates/run.sh",
                   "--workers", "1", "--seed", str(SEED), "--batch_size", str(BATCH),
