@@ -1,7 +1,8 @@
 # `make demo` installs everything into .venv and runs Hogwild end to end;
-# `make test` installs and runs the lint and the whole test suite;
+# `make test` installs and runs the lint and the test suite (the longer
+# suites have targets of their own, below, which CI also runs);
 # `make reliability` runs each synchronous example 30 times, then 30 more
-# under CPU load (about 1 h 45 min);
+# under CPU load (about two hours);
 # `make bench` runs every example with its defaults on MNIST (about 10 min;
 # `make bench DATA_DIR=folder`, else the Keras cache; without MNIST it runs
 # the synthetic benchmark); `make bench-synthetic` compares every scheme on

@@ -169,11 +169,11 @@ def users_environment():
             if key not in ("TF_CONFIG", PRELOAD)}
 
 
-def run(command, *, timeout, cwd=REPO, env=None, preexec_fn=None):
+def run(command, *, timeout, cwd=REPO, env=None):
     """Runs a command to completion (or kills it at `timeout`)."""
     return subprocess.run(command, cwd=cwd, env=env or env_without_tf_config(),
                           capture_output=True, text=True, timeout=timeout,
-                          check=False, preexec_fn=preexec_fn)
+                          check=False)
 
 
 def error_lines(stderr):

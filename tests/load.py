@@ -30,18 +30,20 @@ class LoadError(Exception):
 
 
 def _cgroup_v2_with_cpu():
-    controllers = os.path.join(ROOT, "cgroup.controllers")
-    if not os.path.exists(controllers):
+    """The v2 hierarchy's root, if it hands the cpu controller to the
+    cgroups made under it."""
+    enabled = os.path.join(ROOT, "cgroup.subtree_control")
+    if not os.path.exists(enabled):
         return None
-    with open(controllers) as stream:
+    with open(enabled) as stream:
         return ROOT if "cpu" in stream.read().split() else None
 
 
 class CpuQuota:
     """A cgroup whose processes share `cpus` CPUs' worth of time; a
-    context manager. `add(pid)` moves a process into it (its children
-    follow); on the way out every process left in it is killed and the
-    cgroup removed."""
+    context manager. `command(argv)` is argv started inside it (its
+    children follow); on the way out every process left in it is killed
+    and the cgroup removed."""
 
     def __init__(self, cpus):
         if cpus <= 0:
@@ -62,6 +64,8 @@ class CpuQuota:
                 self._write("cpu.cfs_period_us", str(PERIOD_US))
                 self._write("cpu.cfs_quota_us", quota)
         except OSError as error:
+            if os.path.isdir(getattr(self, "path", "")):
+                os.rmdir(self.path)
             raise LoadError(f"cannot make a CPU-limited cgroup under {ROOT} "
                             f"({error.strerror}); run as root on a machine "
                             f"with the cgroup cpu controller") from error
@@ -70,9 +74,11 @@ class CpuQuota:
         with open(os.path.join(self.path, name), "w") as stream:
             stream.write(value)
 
-    def add(self, pid=0):
-        """Moves process `pid` (0: the caller) into the cgroup."""
-        self._write("cgroup.procs", str(pid or os.getpid()))
+    def command(self, argv):
+        """`argv`, run by a shell that first moves itself into the cgroup
+        (no Python runs between fork and exec, as preexec_fn would)."""
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                os.path.join(self.path, "cgroup.procs"), *argv]
 
     def pids(self):
         with open(os.path.join(self.path, "cgroup.procs")) as stream:
@@ -89,7 +95,7 @@ class CpuQuota:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         deadline = time.monotonic() + 30
         while self.pids() and time.monotonic() < deadline:
             for pid in self.pids():
@@ -102,7 +108,11 @@ class CpuQuota:
                     select.select([handle], [], [], 5)  # until it has exited
                 finally:
                     os.close(handle)
-        os.rmdir(self.path)
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            if exc_type is None:  # else the error in flight says more
+                raise
 
 
 def main():
@@ -118,7 +128,7 @@ def main():
         parser.error("give the command to run after --")
     try:
         with CpuQuota(args.cpus) as quota:
-            process = subprocess.Popen(command, preexec_fn=quota.add)
+            process = subprocess.Popen(quota.command(command))
             code = process.wait()
             print(f"[load] {args.cpus} CPUs: waited {quota.throttled_s():.1f} s "
                   f"for the quota", file=sys.stderr)

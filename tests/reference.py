@@ -23,7 +23,7 @@ ADAGRAD_INITIAL_ACCUMULATOR = 0.1  # tf.compat.v1.train.AdagradOptimizer's
 KINK = 1e-6
 # The entries of this replay's `gradients` calls that are that close to the
 # kink, and those it takes on the other side from float64's (either_side).
-_kinks = {"call": 0, "seen": [], "other_side": frozenset()}
+_kinks = {"active": False, "call": 0, "seen": [], "other_side": frozenset()}
 
 
 def gradients(params, images, labels):
@@ -35,7 +35,10 @@ def gradients(params, images, labels):
         params["hidden/biases"])
     call = _kinks["call"]
     _kinks["call"] += 1
-    for example, unit in zip(*np.nonzero(np.abs(before_relu) <= KINK * scale)):
+    near_the_kink = np.abs(before_relu) <= KINK * scale
+    if not _kinks["active"]:
+        near_the_kink[:] = False  # outside either_side: float64's sides
+    for example, unit in zip(*np.nonzero(near_the_kink)):
         entry = (call, int(example), int(unit))
         _kinks["seen"].append(
             (abs(before_relu[example, unit]) / scale[example, unit], entry))
@@ -62,11 +65,12 @@ def either_side(replay, matches, most=2):
     the ten entries closest to the kink (within KINK) on the other side that
     `matches` accepts. None if no such choice matches: the rule differs."""
     def attempt(other_side):
-        _kinks.update(call=0, seen=[], other_side=frozenset(other_side))
+        _kinks.update(active=True, call=0, seen=[],
+                      other_side=frozenset(other_side))
         try:
             return replay(), [entry for _, entry in sorted(_kinks["seen"])]
         finally:
-            _kinks.update(call=0, seen=[], other_side=frozenset())
+            _kinks.update(active=False, call=0, seen=[], other_side=frozenset())
 
     result, ambiguous = attempt(())
     if matches(result):

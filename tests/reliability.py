@@ -66,9 +66,9 @@ def run_once(example, steps, timeout, logdir, cpus=None):
     start = time.perf_counter()
     with CpuQuota(cpus) if cpus else contextlib.nullcontext() as quota:
         try:
-            result = subprocess.run(command, capture_output=True, text=True,
-                                    timeout=timeout + 30, check=False,
-                                    preexec_fn=quota.add if quota else None)
+            result = subprocess.run(quota.command(command) if quota else command,
+                                    capture_output=True, text=True,
+                                    timeout=timeout + 30, check=False)
         except subprocess.TimeoutExpired:
             return time.perf_counter() - start, ["hang: the launcher did not stop"]
     seconds = time.perf_counter() - start

@@ -91,15 +91,16 @@ def test_example_trains_and_reports(name, run_dir):
     check_example(name, run_dir)
 
 
-def check_example(name, run_dir, env=None, timeout=120, preexec_fn=None):
+def check_example(name, run_dir, env=None, timeout=120, wrap=list):
     """Runs example `name` as a user starts it, with few steps, in the
-    environment `env` (the tests' by default), and checks all it leaves."""
+    environment `env` (the tests' by default), and checks all it leaves;
+    `wrap` may put the command inside another (a CPU quota's)."""
     command, workers, ps = EXAMPLES[name]
     logdir = run_dir / "run"
     steps, every = SHORTER.get(examples.BY_NAME[name].kind, (STEPS, "100"))
-    result = run(command + ["--train_steps", steps, "--eval_every", every,
-                            "--logdir", str(logdir)], timeout=timeout, env=env,
-                 preexec_fn=preexec_fn)
+    result = run(wrap(command + ["--train_steps", steps, "--eval_every", every,
+                                 "--logdir", str(logdir)]), timeout=timeout,
+                 env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     check_result(read_result(logdir), workers, ps, steps=int(steps))
     assert read_result(logdir)["algorithm"] == examples.BY_NAME[name].algorithm

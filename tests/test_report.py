@@ -33,8 +33,8 @@ def test_a_model_that_went_back_after_training_is_not_reported(tmp_path):
                                       workers=2, ps=1)
         assert not (tmp_path / "result.json").exists()
         assert lost.value.exit_code == 75 and isinstance(lost.value, flags.Failure)
-        assert ("went back to global step 2864 after training had ended, 136 "
-                "steps short of --train_steps 3000") in str(lost.value)
+        assert ("the model is at global step 2864, 136 steps short of "
+                "--train_steps 3000, after training ended") in str(lost.value)
         # A synchronous chief cannot train alone: it reports what was lost.
         report.evaluate_and_write(session, str(tmp_path), settings,
                                   "synchronous-sgd", Classifier(), dataset,

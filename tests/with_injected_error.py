@@ -11,8 +11,8 @@ ending in "+" is raised by every run from then on, not by one; ending in
 "!", by every later run of the session that raised it, whose close fails
 too: a session whose ps was lost mid-call.
 
-With DELAY_CLOSE set, the chief's old session closes that many seconds
-late, so that every thread the session's stop wakes (the synchronous
+With DELAY_CLOSE set, every session of the task closes that many seconds
+late, so that every thread a session's stop wakes (the synchronous
 examples' update thread among them) reaches the ps before the close: the
 order that load produces now and then, here every time.
 
@@ -27,8 +27,11 @@ import runpy
 import sys
 import time
 
-import tensorflow as tf
-from tensorflow.python.client import session as session_module
+# The repository, for `guide` (a new Python starts with this folder alone).
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.python.client import session as session_module  # noqa: E402
 
 # What a worker answers to a second copy of one RunGraph request; the
 # client sees it as a CancelledError.
@@ -85,39 +88,38 @@ def main():
 
     forever, broken_for_good = error_name.endswith("+"), error_name.endswith("!")
     error_name = error_name.rstrip("+!")
-    broken = set()  # the ids of sessions that stay broken
-
-    def failing_once(session, *positional):
-        if id(session) in broken:
+    # Marked on the session itself: an id could be reused by a new one.
+    def run_or_fail(session, *positional):
+        if getattr(session, "_injected_broken", False):
             raise error_to_raise(error_name)
         if "armed" in armed:
             if not forever:
                 armed.clear()
             if broken_for_good:
-                broken.add(id(session))
+                session._injected_broken = True
             print(f"injecting {error_name}", flush=True)
             raise error_to_raise(error_name)
         return call(session, *positional)
 
     close_for_real = session_module.BaseSession.close
-    closes_tried = set()
 
-    def close(session):
-        if id(session) in broken and id(session) not in closes_tried:
-            closes_tried.add(id(session))  # it stays open, and broken
+    def close_or_fail(session):
+        if getattr(session, "_injected_broken", False) and not getattr(
+                session, "_injected_close_tried", False):
+            session._injected_close_tried = True  # it stays open, and broken
             raise tf.errors.UnavailableError(None, None, "injected: the ps "
                                              "is gone, so is the close")
         close_for_real(session)
 
-    session_module.BaseSession.close = close
+    session_module.BaseSession.close = close_or_fail
 
-    session_module.BaseSession._call_tf_sessionrun = failing_once
+    session_module.BaseSession._call_tf_sessionrun = run_or_fail
     if float(delay_close):
-        close = session_module.Session.close
+        close_now = session_module.Session.close
 
         def close_late(session):
             time.sleep(float(delay_close))
-            close(session)
+            close_now(session)
 
         session_module.Session.close = close_late
     sys.argv = [script, *args]

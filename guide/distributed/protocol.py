@@ -140,7 +140,8 @@ def ps_0_restarted(server, task):
     call only failed, as a call can under load, still does."""
     try:
         return not run_in_own_graph(server, task,
-                                    lambda: peek(chief_ready(task)[0]), 5)
+                                    lambda: peek(chief_ready(task)[0]),
+                                    PEER_TIMEOUT_S)
     except PS_LOST:
         return True
 
@@ -159,11 +160,17 @@ def wait_for_workers_to_finish(server, task, timeout=PEER_TIMEOUT_S):
                     state(f"training_finished_{index}")), timeout)
                 break
             except PS_LOST as error:
-                if failed == FAILED_CALLS_TAKEN or ps_0_restarted(server, task):
+                if ps_0_restarted(server, task):
                     raise PeerLost(
                         f"ps 0 was lost while the chief waited for worker "
                         f"{index} to finish training; restarted, the chief "
                         f"resumes from the last checkpoint") from None
+                if failed == FAILED_CALLS_TAKEN:
+                    raise PeerLost(
+                        f"the chief's wait for worker {index} failed "
+                        f"{failed + 1} times in a row ({type(error).__name__}) "
+                        f"while ps 0 answered; restarted, the chief resumes "
+                        f"from the parameter servers' values") from None
                 print(f"the chief's wait for worker {index} failed "
                       f"({type(error).__name__}), but ps 0 kept its state: it "
                       f"waits again", flush=True)

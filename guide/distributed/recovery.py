@@ -80,31 +80,51 @@ def say_when_sessions_are_recreated():
     logger.setLevel(logging.INFO)
 
 
+def _aborted_if_duplicate(error):
+    """A duplicate request's CancelledError as an AbortedError, else None."""
+    if "request was received twice" not in (error.message or ""):
+        return None
+    return tf.errors.AbortedError(error.node_def, error.op, error.message)
+
+
 def recover_from_duplicate_requests():
     """Makes a request that reached a worker twice an AbortedError, which
-    MonitoredSession recovers from by recreating the session. gRPC retries a
-    call that seems lost, which under load it may not be; the worker then
-    refuses the second copy as "The same RunGraph (Worker) request was
-    received twice", and the client sees a CancelledError, which ended the
-    task. The first copy ran, so the step is not lost: the session is."""
+    MonitoredSession (and, through its coordinator, a queue runner's thread)
+    recovers from by recreating the session. gRPC retries a call that seems
+    lost, which under load it may not be; the worker refuses the second
+    copy as "The same RunGraph (Worker) request was received twice", which
+    the client sees as a CancelledError. The first copy ran: the step is
+    not lost, the session is. Both of a session's ways into the runtime are
+    covered: that of `run` and of `make_callable`'s simple callables, which
+    queue runners use, and that of its other callables."""
     from tensorflow.python.client import session as session_module
 
     base = session_module.BaseSession
-    if getattr(base._do_call, "recovers_duplicates", False):
+    if getattr(base._call_tf_sessionrun, "recovers_duplicates", False):
         return
-    do_call = base._do_call
+    run, call = base._call_tf_sessionrun, base._Callable.__call__
 
-    def _do_call(self, fn, *args):
+    def _call_tf_sessionrun(self, *args):
         try:
-            return do_call(self, fn, *args)
+            return run(self, *args)
         except tf.errors.CancelledError as error:
-            if "request was received twice" not in error.message:
+            aborted = _aborted_if_duplicate(error)
+            if aborted is None:
                 raise
-            raise tf.errors.AbortedError(error.node_def, error.op,
-                                         error.message) from error
+            raise aborted from error
 
-    _do_call.recovers_duplicates = True
-    base._do_call = _do_call
+    def __call__(self, *args, **kwargs):
+        try:
+            return call(self, *args, **kwargs)
+        except tf.errors.CancelledError as error:
+            aborted = _aborted_if_duplicate(error)
+            if aborted is None:
+                raise
+            raise aborted from error
+
+    _call_tf_sessionrun.recovers_duplicates = True
+    base._call_tf_sessionrun = _call_tf_sessionrun
+    base._Callable.__call__ = __call__
 
 
 class Resume:

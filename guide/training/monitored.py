@@ -7,11 +7,9 @@ def run_without_hooks(session, fetches, feed_dict=None):
     which must not pay for the hooks' read of the global step on the ps."""
     if hasattr(session, "run_step_fn"):  # a MonitoredSession
         def step(step_context):
-            # The session MonitoredSession holds now. When it recreates the
-            # session after an error, it runs the step again with the one
-            # it first gave it: closed, or, if closing it failed (as it can
-            # when the error was a lost ps), still failing, so that the
-            # retry failed and recreated the session forever.
+            # The session MonitoredSession holds now: after recreating it,
+            # MonitoredSession retries the step with the old one, which
+            # fails again forever if closing it failed (a lost ps).
             current = getattr(session, "_tf_sess", None)
             raw_session = current() if current else step_context.session
             return raw_session.run(fetches, feed_dict)

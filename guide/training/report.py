@@ -244,10 +244,10 @@ def evaluate_and_write(session, logdir, settings, algorithm, classifier,
         classifier.feed(dataset.test_images, dataset.test_labels))
     lost = settings["train_steps"] - int(step)
     if lost > 0:
-        why = (f"the model went back to global step {step} after training had "
-               f"ended, {lost} steps short of --train_steps "
-               f"{settings['train_steps']} (a parameter server restarted from "
-               f"an older checkpoint)")
+        why = (f"the model is at global step {step}, {lost} steps short of "
+               f"--train_steps {settings['train_steps']}, after training "
+               f"ended (for instance, a parameter server restarted from an "
+               f"older checkpoint)")
         if train_back:
             raise StepsLost(f"{why}; nothing is reported, and a restarted chief "
                             f"(--max_restarts) trains those steps again")

@@ -13,10 +13,11 @@ from load import CpuQuota
 CPUS = 0.5
 
 
+@pytest.mark.timeout(960)  # above the run's own 900 s bound
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_completes_under_load(name, run_dir):
     with CpuQuota(CPUS) as quota:
         # The launcher and every task it starts, in the quota's cgroup.
         check_example(name, run_dir, env=users_environment(), timeout=900,
-                      preexec_fn=quota.add)
+                      wrap=quota.command)
         assert quota.throttled_s() > 0, "the quota never held the job back"

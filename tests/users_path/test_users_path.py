@@ -10,6 +10,7 @@ from test_examples import EXAMPLES, check_example
 from conftest import users_environment
 
 
+@pytest.mark.timeout(360)  # above the run's own 300 s bound
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_trains_as_a_user_runs_it(name, run_dir):
     check_example(name, run_dir, env=users_environment(), timeout=300)
