@@ -124,9 +124,10 @@ test-real-data: $(VENV)/.installed
 test-waits: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/waits
 
-# Not part of `make test` (about three minutes): every example that trains in
-# a MonitoredSession gets an AbortedError, then an UnavailableError, injected
-# into its chief mid-run, and must complete, its log naming the error.
+# Not part of `make test` (about six minutes): every example that trains in a
+# MonitoredSession gets each error that makes TensorFlow recreate a session,
+# and a duplicate request, injected into its chief mid-run, and must complete,
+# its log naming the error; also the chief's final wait, and endless errors.
 test-sessions: venv
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/sessions
 
