@@ -7,6 +7,7 @@ compare the parameters it saved with what these functions compute from the
 same initial parameters and the same minibatches.
 """
 
+import contextlib
 import itertools
 
 import numpy as np
@@ -22,7 +23,7 @@ ADAGRAD_INITIAL_ACCUMULATOR = 0.1  # tf.compat.v1.train.AdagradOptimizer's
 # ReLU's kink: the unit's gradient, or none (docs/testing.md).
 KINK = 1e-6
 # The entries of this replay's `gradients` calls that are that close to the
-# kink, and those it takes on the other side from float64's (either_side).
+# kink, and those it takes on the other side from float64's (taking_other_side).
 _kinks = {"active": False, "call": 0, "seen": [], "other_side": frozenset()}
 
 
@@ -31,19 +32,17 @@ def gradients(params, images, labels):
     images = images.astype(np.float64)
     before_relu = images @ params["hidden/weights"] + params["hidden/biases"]
     active = before_relu > 0
-    scale = np.abs(images) @ np.abs(params["hidden/weights"]) + np.abs(
-        params["hidden/biases"])
-    call = _kinks["call"]
-    _kinks["call"] += 1
-    near_the_kink = np.abs(before_relu) <= KINK * scale
-    if not _kinks["active"]:
-        near_the_kink[:] = False  # outside either_side: float64's sides
-    for example, unit in zip(*np.nonzero(near_the_kink)):
-        entry = (call, int(example), int(unit))
-        _kinks["seen"].append(
-            (abs(before_relu[example, unit]) / scale[example, unit], entry))
-        if entry in _kinks["other_side"]:
-            active[example, unit] = not active[example, unit]
+    if _kinks["active"]:  # else float64's sides, as they are
+        scale = np.abs(images) @ np.abs(params["hidden/weights"]) + np.abs(
+            params["hidden/biases"])
+        call = _kinks["call"]
+        _kinks["call"] += 1
+        for example, unit in zip(*np.nonzero(np.abs(before_relu) <= KINK * scale)):
+            entry = (call, int(example), int(unit))
+            _kinks["seen"].append(
+                (abs(before_relu[example, unit]) / scale[example, unit], entry))
+            if entry in _kinks["other_side"]:
+                active[example, unit] = not active[example, unit]
     hidden = np.maximum(before_relu, 0)
     logits = hidden @ params["output/weights"] + params["output/biases"]
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -58,6 +57,19 @@ def gradients(params, images, labels):
             "output/biases": d_logits.sum(axis=0)}
 
 
+@contextlib.contextmanager
+def taking_other_side(entries=()):
+    """Within it, `gradients` notes its calls' entries within KINK of the
+    kink (yielded, as they come) and takes `entries`, (call, example, unit)
+    counted from the block's start, on the other side from float64's."""
+    seen = []
+    _kinks.update(active=True, call=0, seen=seen, other_side=frozenset(entries))
+    try:
+        yield seen
+    finally:
+        _kinks.update(active=False, call=0, seen=[], other_side=frozenset())
+
+
 def either_side(replay, matches, most=2):
     """Runs `replay()`, a call of the rules below that makes its own
     minibatches, and returns what it returns: as float64 has every ReLU's
@@ -65,12 +77,8 @@ def either_side(replay, matches, most=2):
     the ten entries closest to the kink (within KINK) on the other side that
     `matches` accepts. None if no such choice matches: the rule differs."""
     def attempt(other_side):
-        _kinks.update(active=True, call=0, seen=[],
-                      other_side=frozenset(other_side))
-        try:
-            return replay(), [entry for _, entry in sorted(_kinks["seen"])]
-        finally:
-            _kinks.update(active=False, call=0, seen=[], other_side=frozenset())
+        with taking_other_side(other_side) as seen:
+            return replay(), [entry for _, entry in sorted(seen)]
 
     result, ambiguous = attempt(())
     if matches(result):

@@ -77,8 +77,8 @@ def run_once(example, steps, timeout, logdir, cpus=None):
         found.append(f"hang: stopped after {timeout} s")
     elif result.returncode:
         found.append(f"exit code {result.returncode}")
-    elif (reported_step(logdir) or 0) < steps:
-        found.append(f"result at global step {reported_step(logdir)}, not {steps}")
+    elif (reported := reported_step(logdir)) is None or reported < steps:
+        found.append(f"result at global step {reported}, not {steps}")
     return seconds, found
 
 

@@ -321,13 +321,8 @@ def test_either_side_takes_the_other_side_only_at_the_kink():
             params, -0.5, reference.gradients(params, images, labels))
 
     as_float64 = replay()
-    reference._kinks.update(active=True, call=0, seen=[],
-                            other_side=frozenset({(0, 2, 7)}))
-    try:
+    with reference.taking_other_side({(0, 2, 7)}):
         other_side = replay()
-    finally:
-        reference._kinks.update(active=False, call=0, seen=[],
-                                other_side=frozenset())
     assert max(relative_errors(other_side, as_float64).values()) > 1e-5
 
     def matching(actual):

@@ -23,15 +23,14 @@ import contextlib
 import tensorflow as tf
 
 from guide.distributed.placement import session_config
-from guide.training.flags import Failure
+from guide.training.flags import EXIT_TRY_AGAIN, Failure
 
 # The longest a task waits at the end of a run for a peer's signal, counted
 # from the last one it received: the signals take milliseconds, and a task
 # the launcher restarts is back in seconds.
 PEER_TIMEOUT_S = 20
-# The exit code of a task that gave up on a peer (EX_TEMPFAIL): a restart,
-# by the launcher's --max_restarts or a TFJob's restartPolicy, may succeed.
-EXIT_PEER_LOST = 75
+# The exit code of a task that gave up on a peer: a restart may succeed.
+EXIT_PEER_LOST = EXIT_TRY_AGAIN
 # What a run raises when a ps it uses is lost (MonitoredSession recovers
 # from the same two).
 PS_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from guide.distributed.protocol import chief_ready, peek
 from guide.training import logdirs
-from guide.training.flags import Failure
+from guide.training.flags import EXIT_TRY_AGAIN, Failure
 
 
 class _ResumingSaver(tf.compat.v1.train.Saver):
@@ -31,7 +31,7 @@ class SessionsRecreatedTooOften(Failure):
     """MonitoredSession retries forever: one error after another would keep
     a task recreating its session, at full speed, with nothing to show."""
 
-    exit_code = 75  # EX_TEMPFAIL, as a lost peer: a restart may do better
+    exit_code = EXIT_TRY_AGAIN
 
 
 class _SayWhenSessionsAreRecreated(logging.Filter):
@@ -80,11 +80,20 @@ def say_when_sessions_are_recreated():
     logger.setLevel(logging.INFO)
 
 
-def _aborted_if_duplicate(error):
-    """A duplicate request's CancelledError as an AbortedError, else None."""
-    if "request was received twice" not in (error.message or ""):
-        return None
-    return tf.errors.AbortedError(error.node_def, error.op, error.message)
+def _duplicates_aborted(method):
+    """`method`, which runs ops, but a duplicate request's CancelledError
+    raised as an AbortedError."""
+    def wrapped(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except tf.errors.CancelledError as error:
+            if "request was received twice" not in (error.message or ""):
+                raise
+            raise tf.errors.AbortedError(error.node_def, error.op,
+                                         error.message) from error
+
+    wrapped.recovers_duplicates = True
+    return wrapped
 
 
 def recover_from_duplicate_requests():
@@ -102,29 +111,8 @@ def recover_from_duplicate_requests():
     base = session_module.BaseSession
     if getattr(base._call_tf_sessionrun, "recovers_duplicates", False):
         return
-    run, call = base._call_tf_sessionrun, base._Callable.__call__
-
-    def _call_tf_sessionrun(self, *args):
-        try:
-            return run(self, *args)
-        except tf.errors.CancelledError as error:
-            aborted = _aborted_if_duplicate(error)
-            if aborted is None:
-                raise
-            raise aborted from error
-
-    def __call__(self, *args, **kwargs):
-        try:
-            return call(self, *args, **kwargs)
-        except tf.errors.CancelledError as error:
-            aborted = _aborted_if_duplicate(error)
-            if aborted is None:
-                raise
-            raise aborted from error
-
-    _call_tf_sessionrun.recovers_duplicates = True
-    base._call_tf_sessionrun = _call_tf_sessionrun
-    base._Callable.__call__ = __call__
+    base._call_tf_sessionrun = _duplicates_aborted(base._call_tf_sessionrun)
+    base._Callable.__call__ = _duplicates_aborted(base._Callable.__call__)
 
 
 class Resume:

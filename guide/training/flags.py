@@ -24,6 +24,11 @@ class Failure(Exception):
     exit_code = 1
 
 
+# The exit code of a failure that a restart may mend (EX_TEMPFAIL), by the
+# launcher's --max_restarts or a TFJob's restartPolicy.
+EXIT_TRY_AGAIN = 75
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line instead of usage + error."""
 

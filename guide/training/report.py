@@ -8,7 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from guide.training.flags import Failure
+from guide.training.flags import EXIT_TRY_AGAIN, Failure
 from guide.training.monitored import run_without_hooks
 
 
@@ -223,11 +223,11 @@ def _shown(value):
 
 
 class StepsLost(Failure):
-    """The model to report went back to before --train_steps after training
-    ended: a ps restored an older checkpoint. Exit code 75 (EX_TEMPFAIL), as
-    for a lost peer: a restarted chief trains those steps again."""
+    """The model to report is short of --train_steps after training ended
+    (for instance, a ps restored an older checkpoint): a restarted chief
+    trains those steps again."""
 
-    exit_code = 75
+    exit_code = EXIT_TRY_AGAIN
 
 
 def evaluate_and_write(session, logdir, settings, algorithm, classifier,
