@@ -192,3 +192,13 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(flags.run_main(main))
+
+
+# What launch.sh reads of this script (docs/launcher.md): the step it runs
+# before any task starts, and the files the chief writes in --logdir.
+# /// launch
+# prepare = ["-m", "guide.training.download"]
+# progress = "progress.jsonl"
+# result = "result.json"
+# chief_disk = ["evaluator"]
+# ///

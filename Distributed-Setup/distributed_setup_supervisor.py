@@ -111,6 +111,7 @@ def main():
                 print(f"global_step {step} loss {batch_loss:.4f} examples/s "
                       f"{rate:.0f} (local step {local_step})", flush=True)
                 if task.is_chief:
+                    report.record_progress(logdir, step)
                     supervisor.summary_computed(session,
                                                 session.run(summary_op, feed))
         # Distributed: the chief waits until every other worker has finished.
@@ -139,3 +140,13 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(flags.run_main(main))
+
+
+# What launch.sh reads of this script (docs/launcher.md): the step it runs
+# before any task starts, and the files the chief writes in --logdir.
+# /// launch
+# prepare = ["-m", "guide.training.download"]
+# progress = "progress.jsonl"
+# result = "result.json"
+# chief_disk = ["evaluator"]
+# ///

@@ -177,6 +177,7 @@ def main():
             print(f"global_step {step} loss {float(loss):.4f} examples/s "
                   f"{rate:.0f}", flush=True)
             if task.is_chief:
+                report.record_progress(logdir, step)
                 report.write_scalars(logdir, step, {"loss": loss,
                                                     "examples_per_sec": rate})
         if task.is_chief and step % args.save_checkpoint_steps == 0:
@@ -207,3 +208,13 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(flags.run_main(main))
+
+
+# What launch.sh reads of this script (docs/launcher.md): the step it runs
+# before any task starts, and the files the chief writes in --logdir.
+# /// launch
+# prepare = ["-m", "guide.training.download"]
+# progress = "progress.jsonl"
+# result = "result.json"
+# chief_disk = ["evaluator"]
+# ///

@@ -164,6 +164,7 @@ def coordinate(args, logdir, resolver, dataset, task):
             rate = scheduled * args.batch_size / (time.perf_counter() - start)
             print(f"global_step {global_step.numpy()} loss {value:.4f} "
                   f"examples/s {rate:.0f} (scheduled {scheduled})", flush=True)
+            report.record_progress(logdir, global_step.numpy())
             report.write_scalars(logdir, scheduled,
                                  {"loss": value, "examples_per_sec": rate})
         if curve.due(scheduled):
@@ -193,3 +194,13 @@ def coordinate(args, logdir, resolver, dataset, task):
 
 if __name__ == "__main__":
     sys.exit(flags.run_main(main))
+
+
+# What launch.sh reads of this script (docs/launcher.md): the step it runs
+# before any task starts, and the files the chief writes in --logdir.
+# /// launch
+# prepare = ["-m", "guide.training.download"]
+# progress = "progress.jsonl"
+# result = "result.json"
+# chief_disk = ["evaluator"]
+# ///

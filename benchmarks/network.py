@@ -154,9 +154,7 @@ def run_one(scheme, rate, workers, args, data_dir, train_examples=None):
     if code != 0:
         timed_out = code in (None, runner.LAUNCHER_TIMEOUT)
         return dict(record, error="timed out" if timed_out else f"exit code {code}")
-    with open(os.path.join(logdir, "result.json")) as stream:
-        result = json.load(stream)
-    record.update(measured(result, curve, rate))
+    record.update(measured(runner.result_of(logdir), curve, rate))
     return record
 
 

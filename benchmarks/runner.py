@@ -1,6 +1,7 @@
 """Running the benchmark: one run of one configuration through the
 example's own run.sh, what it measured, and the start-up cost."""
 
+import contextlib
 import json
 import os
 import shlex
@@ -99,6 +100,17 @@ def execute(command, timeout, log_path):
     with open(log_path, "w") as stream:
         stream.write(shown_command(command) + "\n\n" + output)
     return code, output
+
+
+def result_of(logdir):
+    """A finished run's result.json, with what the launcher measured of it
+    (launch.json: "network" and "timeline") added."""
+    with open(os.path.join(logdir, "result.json")) as stream:
+        result = json.load(stream)
+    with contextlib.suppress(FileNotFoundError), \
+            open(os.path.join(logdir, "launch.json")) as stream:
+        result.update(json.load(stream))
+    return result
 
 
 def read_run(logdir):

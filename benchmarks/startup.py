@@ -8,7 +8,7 @@ Runs `bash Hogwild/run.sh --workers W --train_steps 200 --eval_every 0`
 users get it, and with LAUNCH_PRELOAD_TENSORFLOW=1 (the launcher imports
 TensorFlow once and forks every task), one after the other, --repeats
 times each. For each run: the start-up (the launcher's start to the chief's
-RESULT line, from result.json's timeline, less the chief's wall_s: its
+RESULT line, from launch.json's timeline, less the chief's wall_s: its
 training from its first step, so what is left is start-up and one final
 evaluation), and the whole command. Medians, side by side, with a bare
 `import tensorflow` for scale. Written to --results (default
@@ -77,9 +77,8 @@ def run_one(workers, preload, logdir):
         subprocess.run(command, env=env, capture_output=True, check=True,
                        timeout=RUN_TIMEOUT_S + 30)
         command_s = round(time.perf_counter() - started, 2)
-        with open(os.path.join(logdir, "result.json")) as stream:
-            return {"startup_s": startup_s(json.load(stream)),
-                    "command_s": command_s}
+        return {"startup_s": startup_s(runner.result_of(logdir)),
+                "command_s": command_s}
     except subprocess.CalledProcessError as error:
         lines = error.stderr.decode(errors="replace").strip().splitlines()
         return {"error": f"exit code {error.returncode}: "

@@ -125,16 +125,3 @@ BY_FOLDER = {example.folder: example for example in EXAMPLES
 # table: Ray Train's (`make test-ray` runs them, tests/ray).
 OPTIONAL_ENTRY_POINTS = ("Multi-Worker-Mirrored-Strategy/run_ray.sh",
                          "Multi-Worker-Mirrored-Strategy/ray_train.py")
-
-
-def shares_chief_disk(task_type, index=0, coordinator=False):
-    """The disk rule: whether task `task_type`:`index` mounts the chief's
-    disk, which holds the checkpoints, the events and the results. The
-    chief (the coordinator where there is one, else worker 0) and the
-    evaluator share it; every other task has only a disk of its own, which
-    nothing needs after the task ends. The launcher's --network hosts
-    (launcher/disks.py) and the Kubernetes manifests (kubernetes/generate.py)
-    both follow it."""
-    if task_type in ("chief", "evaluator"):
-        return True
-    return task_type == "worker" and index == 0 and not coordinator

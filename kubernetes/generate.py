@@ -32,6 +32,7 @@ sys.path.insert(0, REPO)
 import jobset_tf_config  # noqa: E402 - the env vars its entrypoint reads
 
 from guide import examples  # noqa: E402 - the table of every example
+from launcher import contract  # noqa: E402 - what each script declares
 
 IMAGE = "distributed-tensorflow-guide"
 PORT = 2222
@@ -97,9 +98,12 @@ def roles(example):
              gpu=example.gpu_per_worker),
         Role("evaluator", int(chief_trains)),
     ]
-    # The disk rule, where the chief is a type of its own, as a coordinator.
-    return [dataclasses.replace(role, shares_logdir=examples.shares_chief_disk(
-                role.task_type, coordinator=True)) for role in listed if role.count]
+    # The disk rule the script declares for the launcher (chief_disk in its
+    # launch block), where the chief is a type of its own, as a coordinator.
+    shared = ("chief", *contract.read(
+        os.path.join(examples.REPO, example.script_path)).chief_disk)
+    return [dataclasses.replace(role, shares_logdir=role.task_type in shared)
+            for role in listed if role.count]
 
 
 def claim_name(example):

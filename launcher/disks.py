@@ -1,15 +1,16 @@
 """--network hosts: a disk of its own for each task, as on separate machines.
 
 Each task sees the job's --logdir through a mount namespace of its own:
-- the chief (worker 0, or the coordinator where there is one) and the
-  evaluator share one disk, the logdir itself, where the checkpoints, the
-  events and the results are; the launcher's logs/ and the other tasks'
-  disks/ are hidden from them under an empty, read-only file system;
+- the chief (worker 0, or the coordinator where there is one), and the
+  task types the script's `chief_disk` names (contract.py; the examples
+  name the evaluator), share one disk, the logdir itself, where the
+  checkpoints, the events and the results are; the launcher's logs/ and
+  the other tasks' disks/ are hidden from them under an empty, read-only
+  file system;
 - every other task gets its own folder, <logdir>/disks/<job>-<index>,
   mounted over the logdir, and sees nothing else of it.
-This is the rule the Kubernetes manifests follow (guide/examples.py,
-`shares_chief_disk`): the chief and the evaluator mount the example's claim,
-every other pod an emptyDir of its own.
+The examples' Kubernetes manifests follow the same rule: the chief and the
+evaluator mount the example's claim, every other pod an emptyDir of its own.
 
 A restarted task keeps its disk, as a restarted container keeps its pod's
 volumes (`--disk_on_restart kept`, the default). With `empty` it starts on
@@ -81,14 +82,17 @@ class Disk:
                 "hidden": list(self.hidden)}
 
 
-def for_task(logdir, job, index, coordinator, on_restart="kept"):
-    """Task job:index's Disk under the disk rule, what becomes of it on a
-    restart (one of ON_RESTART); makes its folder."""
-    from guide.examples import shares_chief_disk
+def for_task(logdir, job, index, coordinator, on_restart="kept",
+             chief_disk=()):
+    """Task job:index's Disk: the chief's, the logdir itself, if it is the
+    chief (worker 0 unless there is a `coordinator`) or of a task type in
+    `chief_disk`, else one of its own; what becomes of it on a restart (one
+    of ON_RESTART); makes its folder."""
     logdir = os.path.abspath(logdir)
     disks = os.path.join(logdir, FOLDER)
     os.makedirs(disks, exist_ok=True)
-    if shares_chief_disk(job, index, coordinator):
+    chief = "chief" if coordinator else "worker"
+    if (job == chief and index == 0) or job in chief_disk:
         return Disk(logdir, logdir, (disks, os.path.join(logdir, LOGS)),
                     empty_on_restart=on_restart == "empty_all")
     name = f"{job}-{index}"

@@ -152,7 +152,11 @@ def run_forked(argv, env, enter, name, pipe):
             faulthandler.enable()
         no_core_files()
         sys.argv = list(argv)
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        # As a new Python would: the script's folder first, then $PYTHONPATH
+        # (where launch.sh puts the repository, for a script copied elsewhere).
+        added = [path for path in env.get("PYTHONPATH", "").split(os.pathsep)
+                 if path and path not in sys.path[1:]]
+        sys.path[:1] = [os.path.dirname(os.path.abspath(argv[0])), *added]
         runpy.run_path(argv[0], run_name="__main__")
         code = 0
     except SystemExit as done:

@@ -1,16 +1,17 @@
-"""Runs one example as a whole cluster on this machine, and cleans up after it.
+"""Runs one script as a whole cluster on this machine, and cleans up after it.
 
     bash launch.sh [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
         [--max_restarts 0] [--restart_group] [--timeout 600] \
         [--ignore_memory_check] -- SCRIPT [FLAGS...]
 
-(launch.sh picks the Python and runs `python -m launcher`.) Every example's
-run.sh is one call to this program. It
+(launch.sh picks the Python and runs `python -m launcher`.) It knows of
+SCRIPT only what SCRIPT declares (contract.py, docs/launcher.md). It
 
-- starts P parameter-server and W worker processes of SCRIPT on 127.0.0.1
-  (and, with --coordinator, one coordinator, "chief" in TF_CONFIG; with
-  --evaluator, one evaluator task), on ports the operating system reports
-  free, and tells each its role through TF_CONFIG;
+- runs the script's preparation step, if it declares one, then starts P
+  parameter-server and W worker processes of SCRIPT (and, with
+  --coordinator, a coordinator, "chief" in TF_CONFIG; with --evaluator, an
+  evaluator), on ports the operating system reports free, each told its
+  role through TF_CONFIG;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
   and keeps each task's full log in <logdir>/logs/;
 - exits 0 once every worker (and the coordinator) has finished, and stops
@@ -19,65 +20,36 @@ run.sh is one call to this program. It
   memory available (unless --ignore_memory_check);
 - if a task fails or dies, stops all the others at once, names the task,
   shows its last lines and exits 1; if a task rejected its input (exit code
-  2), shows its error once, on stderr, and exits 2; with --max_restarts N, a
-  task that dies or fails (other than with exit code 2) is instead started
-  again with the same TF_CONFIG, its log continuing in the same file, up to
-  N restarts in all; with --restart_group, every other task but the
-  evaluator is stopped and started again with it (an allreduce job, --ps 0);
+  2), exits 2, its error shown once on stderr; with --max_restarts N, a
+  failed task is started again with the same TF_CONFIG, up to N restarts in
+  all (with --restart_group, every other task but the evaluator with it);
 - on Ctrl-C, SIGTERM or --timeout, stops every task and exits non-zero; at
-  --timeout, each task still running first writes its Python stack to its
-  log (SIGABRT, which PYTHONFAULTHANDLER turns into a stack dump), so that
-  a hung job says where it hung.
+  --timeout each task first writes its Python stack to its log.
 
-By default the whole job runs in a network namespace of its own, so no
-process outside it can connect to the tasks; --network hosts gives each
-task its own namespace and address, --network host runs them on this
-machine's network (network.py, docs/multi-host.md).
-
-Each task runs in its own process group, killed as a group when the task
-ends, and every task, and whatever it started, runs in a PID namespace of
-the job's own that the kernel empties when the launcher dies, however it
+The job runs in a network namespace of its own by default (network.py).
+Each task runs in its own process group, and every task in a PID namespace
+of the job's that the kernel empties when the launcher dies, however it
 dies (reaping.py), so no process of the job outlives the launcher. The
 launcher's options may also come after SCRIPT (that is how `bash run.sh
---workers 4` reaches here); every other flag goes to SCRIPT.
-With LAUNCH_PRELOAD_TENSORFLOW=1 it imports TensorFlow once and forks each
-task from itself; set to a fork server's socket, that server forks them
-(forking.py). Its inputs, and what it works out before starting a task,
-are in options.py. Standard library only.
+--workers 4` reaches here); every other flag goes to SCRIPT. Standard
+library only.
 """
 
-import importlib
 import json
 import os
 import queue
 import re
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
 
-from guide.training import download, logdirs
-from guide.training.flags import UsageError
-
-from . import PROG, network, reaping, traffic
-from .forking import LAUNCHER, PRELOAD, fork_mode, no_core_files
-from .options import (
-    LaunchError,
-    check_tensorflow,
-    fetch_data,
-    gpu_for,
-    layout,
-    logdir_of,
-    parse_command_line,
-    task_count,
-    visible_gpus,
-)
+from . import contract, network, traffic
+from .forking import no_core_files
+from .options import gpu_for, layout, visible_gpus
 from .task import STOP_GRACE_S, Task, stop_group
 
-# `--help` shows the script's flags, from a Python given this long.
-HELP_TIMEOUT_S = 120
 EXIT_TIMEOUT = 124
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
@@ -108,8 +80,10 @@ def say(message):
 
 class Launcher:
     def __init__(self, options, script, script_args, logdir, job_network=None,
-                 fork=None, namespace=None):
+                 fork=None, namespace=None, declared=None):
         self.options, self.script, self.script_args = options, script, script_args
+        # What the script declares of itself (contract.py).
+        self.contract = declared or contract.Contract()
         self.fork = fork
         # The job's PID namespace (reaping.JobNamespace), if it has one.
         self.namespace = namespace
@@ -131,7 +105,9 @@ class Launcher:
         self.started_at = time.time()
         roles, ports, cluster = layout(self.options, self.network.host)
         self.traffic = traffic.for_job(self.measured and self.network, roles,
-                                       self.options, self.logdir)
+                                       self.options, self.logdir, self.contract)
+        # TensorFlow's chief: the coordinator where there is one, else worker 0.
+        self.chief = "chief:0" if self.options.coordinator else "worker:0"
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         evaluator_count = int(self.options.evaluator)
@@ -163,6 +139,7 @@ class Launcher:
                 self.network.disk(self.logdir, job, index, self.options)))
         for task in self.tasks:
             self.read(task)
+        self.traffic.start()
 
     def read(self, task):
         """Starts the thread that pumps the task's current process."""
@@ -225,7 +202,6 @@ class Launcher:
                 # An error goes to stderr, where the user looks for it.
                 print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
                 return
-            line = self.traffic.observe(task.name, line)
             if self.streaming and not task.quiet:
                 show(f"[{task.name}] {line}")
 
@@ -274,6 +250,8 @@ class Launcher:
                     if group is None:
                         return self.timed_out()
                 for member in group:
+                    if member.name == self.chief:
+                        self.traffic.chief_restarted()
                     member.spawn()
                     self.read(member)
                 continue
@@ -298,10 +276,14 @@ class Launcher:
             if task.job == "ps" and code and code not in (
                     -signal.SIGTERM, -signal.SIGKILL):
                 self.report(task, code)
+        measured = self.traffic.finish()
+        if measured:
+            say(measured)
         if self.result_missing():
-            say(f"error: every task exited 0, but no task wrote "
-                f"{os.path.join(self.logdir, 'result.json')}; the chief stopped on "
-                f"an error it did not report (see its log in {self.logdir}/logs)")
+            say(f"error: every task exited 0, but the chief did not write "
+                f"{os.path.join(self.logdir, self.contract.result)}; it stopped "
+                f"on an error it did not report (see its log in "
+                f"{self.logdir}/logs)")
             return 1
         say(f"all {self.options.workers} worker(s)"
             f"{' and the coordinator' if self.options.coordinator else ''}"
@@ -311,17 +293,13 @@ class Launcher:
         return 0
 
     def result_missing(self):
-        """Whether an example of this repository ended without its RESULT.
-        Its chief always writes one; a chief that exits 0 without it stopped
-        on an error its MonitoredTrainingSession swallowed (the session's
-        exit hides OutOfRangeError, which a closed queue raises)."""
-        from guide.examples import EXAMPLES
-
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        ours = {os.path.join(repo, example.script_path) for example in EXAMPLES}
-        if os.path.abspath(self.script) not in ours:
+        """Whether the script declares a result file (contract.py) and the
+        chief ended without writing it. A chief that exits 0 without it
+        stopped on an error its MonitoredTrainingSession swallowed (the
+        session's exit hides OutOfRangeError, which a closed queue raises)."""
+        if not self.contract.result:
             return False
-        path = os.path.join(self.logdir, "result.json")
+        path = os.path.join(self.logdir, self.contract.result)
         return not (os.path.exists(path)
                     and os.path.getmtime(path) >= self.started_at)
 
@@ -391,60 +369,3 @@ class Launcher:
 
 def died(code):
     return f"died (signal {-code})" if code < 0 else f"exited with code {code}"
-
-
-def raise_terminated(signum, frame):
-    raise Terminated()
-
-
-def main(argv):
-    try:
-        options, parser, script, script_args = parse_command_line(argv)
-    except LaunchError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
-    if "-h" in script_args or "--help" in script_args:
-        parser.print_help()
-        print(f"\nThe flags of {script}:\n", flush=True)
-        return subprocess.run([sys.executable, script, "--help"],
-                              check=False, timeout=HELP_TIMEOUT_S).returncode
-    logdir, full_args = logdir_of(script, script_args)
-    try:
-        check_tensorflow()
-        fork = fork_mode(os.environ.get(PRELOAD))
-        logdirs.make(logdir, os.path.join(logdir, "logs"))
-        fetch_data(full_args, say)
-        # The same --logdir inside a namespace, where our pid is another.
-        job_network = network.choose(
-            options.network, task_count(options),
-            argv + full_args[len(script_args):], options.timeout,
-            (options.bandwidth, options.latency))
-    except (LaunchError, UsageError, network.NetworkError,
-            download.FetchError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
-    if isinstance(job_network, int):
-        return job_network
-    # Before anything else starts a process: the first is the namespace's init.
-    namespace = reaping.job_namespace()
-    script_args = full_args
-    if fork == LAUNCHER:
-        # Read as TensorFlow loads: set here as it is for every task.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        importlib.import_module("tensorflow")
-    launcher = Launcher(options, script, script_args, logdir, job_network, fork,
-                        namespace)
-    signal.signal(signal.SIGTERM, raise_terminated)
-    # Explicitly, since a shell starts background jobs with SIGINT ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        launcher.start()
-        return launcher.supervise()
-    except (KeyboardInterrupt, Terminated) as stop:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        launcher.teardown()
-        interrupted = isinstance(stop, KeyboardInterrupt)
-        say(f"{'interrupted' if interrupted else 'terminated'}; stopped "
-            f"every task")
-        return 130 if interrupted else 143

@@ -300,7 +300,7 @@ class Hosts(Network):
 
     def disk(self, logdir, job, index, options):
         return disks.for_task(logdir, job, index, options.coordinator,
-                              options.disk_on_restart)
+                              options.disk_on_restart, options.chief_disk)
 
 
 def enter(namespace_fd, kind=CLONE_NEWNET):

@@ -2,7 +2,7 @@
 its command line, the memory check, the --logdir it uses, free ports and
 GPUs. Nothing here starts or stops a process: that is job.py's and
 task.py's alone.
-Standard library only, as is the download it calls.
+Standard library only.
 """
 
 import argparse
@@ -11,8 +11,7 @@ import os
 import socket
 import subprocess
 import sys
-
-from guide.training import download, logdirs
+import time
 
 from . import PROG, disks, network, shaping
 
@@ -215,35 +214,37 @@ def add_network_option(parser):
 
 
 def logdir_of(script, script_args):
-    """The run's --logdir: the user's, or a new folder under the example."""
+    """The run's --logdir: the user's, or a new folder, runs/<time>-<pid>
+    beside the script."""
     for index, flag in enumerate(script_args):
         if flag == "--logdir" and index + 1 < len(script_args):
             return script_args[index + 1], script_args
         if flag.startswith("--logdir="):
             return flag.split("=", 1)[1], script_args
-    logdir = logdirs.new_run_folder(script)
+    logdir = os.path.join(os.path.dirname(os.path.abspath(script)), "runs",
+                          f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     return logdir, script_args + ["--logdir", logdir]
 
 
-def data_set_of(script_args):
-    """The --dataset and --data_dir the tasks will get, last one winning,
-    as the scripts' own parsers take them."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--dataset")
-    parser.add_argument("--data_dir")
-    known, _ = parser.parse_known_args(script_args)
-    return known.dataset, known.data_dir
-
-
-def fetch_data(script_args, say):
-    """Fetches the real data set the tasks will read, once, before any task
-    starts and before the job's namespace exists: in a private network the
-    tasks have no route out. `say` tells the user it is downloading."""
-    name, data_dir = data_set_of(script_args)
-    if name not in download.FILES or data_dir or download.is_cached(name):
-        return
-    say(f"downloading {download.TITLE[name]} into {download.cache_folder()}")
-    download.fetch(name)
+def make_logs(logdir):
+    """Creates <logdir>/logs, for the tasks' logs; LaunchError, naming the
+    problem, unless the logdir is or can become a folder this user may
+    write to."""
+    existing = os.path.abspath(logdir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise LaunchError(f"--logdir {logdir}: {existing} is a file, not a "
+                          f"folder; pass a folder there")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise LaunchError(f"--logdir {logdir}: {existing} is not writable by "
+                          f"this user; pass a folder you may write to")
+    try:
+        os.makedirs(os.path.join(logdir, disks.LOGS), exist_ok=True)
+    except OSError as error:
+        raise LaunchError(f"--logdir {logdir}: cannot create {error.filename} "
+                          f"({error.strerror}); pass a folder you may write "
+                          f"to") from None
 
 
 def visible_gpus():

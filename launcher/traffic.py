@@ -11,24 +11,30 @@ would give them on separate machines.
 - --network host: not measured (this machine's loopback carries others'
   traffic too).
 
-Training is the stretch from the chief's first progress line to its RESULT
-line: the job's start-up (sessions, the model's initialisation) and its
-shut-down are left out. When the RESULT line comes, the launcher adds
-`bytes=` and `bytes_per_example=` to it, as it shows it, and to result.json,
-which the chief has just written, a "network" section and a "timeline": the
-seconds from the launch to the RESULT line, which, less the chief's wall_s
-(its training, from its first step), is the job's start-up and its final
-evaluation. Standard library only.
+Training is the stretch between the first and the last record of the
+chief's progress file (contract.py): a thread reads the counters every
+SAMPLE_S and, when a record appears, takes them as they were at the
+record's time, interpolated between the two readings around it. The
+job's start-up and its final evaluation are left out. When the job ends
+the launcher writes <logdir>/launch.json: a "network" section, and a
+"timeline" with the seconds from the launch to the result file, which,
+less the chief's training, is the job's start-up and its final evaluation.
+Standard library only.
 """
 
+import bisect
+import collections
 import json
 import os
-import re
+import threading
 import time
 
-PROGRESS = re.compile(r"^global_step (\d+) ")
-RESULT = re.compile(r"^RESULT .*")
 COUNTERS = "/proc/thread-self/net/dev"
+SAMPLE_S = 0.05
+# The readings kept: enough to find a record's time within them, although
+# the record is found up to one reading after it is written.
+KEPT = 20
+REPORT = "launch.json"
 
 
 def counters():
@@ -56,56 +62,117 @@ def process_age(pid):
     return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
 
 
-def result_fields(line):
-    """The RESULT line's key=value fields."""
-    return dict(field.split("=", 1) for field in line.split()[1:] if "=" in field)
+def between(readings, moment):
+    """The counters at `moment`, interpolated between the readings
+    [(time, counters)] around it (the nearest one outside them)."""
+    times = [at for at, _ in readings]
+    after = bisect.bisect_left(times, moment)
+    if after == 0 or after == len(readings):
+        return readings[min(after, len(readings) - 1)][1]
+    (t0, before), (t1, later) = readings[after - 1], readings[after]
+    share = (moment - t0) / (t1 - t0) if t1 > t0 else 1.0
+    return {name: tuple(round(a + share * (b - a))
+                        for a, b in zip(before[name], later[name]))
+            for name in later if name in before}
 
 
 class Traffic:
-    """Measures the training of one job. `links` is {task name: interface}
-    whose counters are that task's link (hosts), or {"job": "lo"}; None
-    measures nothing. `chief` is the task name whose lines mark training."""
+    """Measures the training of one job, from the chief's `progress` file
+    in `logdir` (None: not measured). `links` is {task name: interface}
+    whose counters are that task's link (hosts), or {"job": "lo"}."""
 
-    def __init__(self, links, chief, logdir, shaped=None, launcher_pid=None):
-        self.links, self.chief, self.logdir = links, chief, logdir
-        # The links' --bandwidth and --latency, if limited.
-        self.shaped = shaped or {}
-        self.start = None  # (global step, counters) at the first progress line
+    def __init__(self, links, logdir, progress, result, shaped=None,
+                 launcher_pid=None):
+        self.links, self.logdir = links, logdir
+        self.progress = progress and os.path.join(logdir, progress)
+        self.result = result and os.path.join(logdir, result)
+        self.shaped = shaped or {}  # the links' --bandwidth and --latency
         # The launch: the start of the launcher the user ran (outside the
-        # job's namespace), before it imported anything. A restarted
-        # chief's RESULT is timed from there too.
-        self.launched = time.monotonic() - process_age(launcher_pid or os.getpid())
+        # job's namespace), before it imported anything.
+        self.launched = time.time() - process_age(launcher_pid or os.getpid())
+        self.readings = collections.deque(maxlen=KEPT)
+        self.first = self.last = None  # (global step, counters)
+        self.since = time.monotonic()  # records before this are not ours
+        self.offset = 0  # how far the progress file has been read
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.sampler = None
 
-    def observe(self, task_name, line):
-        """Looks at a line task `task_name` printed; returns it as shown."""
-        if self.links is None or task_name != self.chief:
-            return line
-        progress = PROGRESS.match(line)
-        if progress and self.start is None:
-            self.start = int(progress[1]), counters()
-        elif RESULT.match(line):
-            to_result = round(time.monotonic() - self.launched, 2)
-            timeline = {"launch_to_result_s": to_result}
-            network = None
-            if self.start is not None:  # no progress line: no bytes measured
-                try:
-                    network = self.measure(result_fields(line), counters())
-                except (OSError, ValueError, KeyError, ZeroDivisionError):
-                    pass  # a result without its steps: no bytes to add
-                self.start = None  # a restarted chief's training is measured anew
-            self.add_to_result(network, timeline)
-            if network:
-                return (f"{line} bytes={network['bytes']} "
-                        f"bytes_per_example={network['bytes_per_example']}")
-        return line
+    def start(self):
+        if self.links and self.progress:
+            self.sampler = threading.Thread(target=self.sample, daemon=True)
+            self.sampler.start()
 
-    def measure(self, result, now):
-        """The "network" section: the bytes sent between the first progress
-        line and now, in all and per link, per step and per example."""
-        start_step, before = self.start
-        step = int(result["global_step"])
-        steps_run = step - int(result.get("start_step", 0))
-        examples_per_step = int(result["examples"]) / steps_run
+    def chief_restarted(self):
+        """A restarted chief's training is measured anew."""
+        with self.lock:
+            self.first = self.last = None
+            self.since = time.monotonic()
+
+    def sample(self):
+        while not self.stopping.wait(SAMPLE_S):
+            self.readings.append((time.monotonic(), counters()))
+            with self.lock:
+                self.read_records()
+
+    def read_records(self):
+        """Takes the counters at the time of each new progress record."""
+        if not self.readings:
+            return
+        try:
+            with open(self.progress, "rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read()
+        except OSError:
+            return
+        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                record = json.loads(line)
+                step, moment = int(record["global_step"]), float(record["time"])
+            except (ValueError, KeyError, TypeError):
+                continue  # not a record: not ours to judge
+            if moment >= self.since:
+                taken = (step, between(list(self.readings), moment))
+                self.first = self.first or taken
+                self.last = taken
+
+    def finish(self):
+        """Stops measuring and writes launch.json; returns the line to show,
+        or None."""
+        self.stopping.set()
+        if self.sampler is not None:
+            self.sampler.join()
+            self.read_records()
+        timeline = {}
+        if self.result and os.path.exists(self.result):
+            timeline["launch_to_result_s"] = round(
+                os.path.getmtime(self.result) - self.launched, 2)
+        network = self.measure() if self.sampler is not None else None
+        report = {**({"network": network} if network else {}),
+                  **({"timeline": timeline} if timeline else {})}
+        if not report:
+            return None
+        path = os.path.join(self.logdir, REPORT)
+        with open(path + ".new", "w") as stream:
+            json.dump(report, stream, indent=2)
+            stream.write("\n")
+        os.replace(path + ".new", path)
+        if not network:
+            return None
+        return (f"{network['bytes']:,} bytes on the wire over "
+                f"{network['steps']:,} steps, "
+                f"{network.get('bytes_per_example', '?'):,} per example "
+                f"({network['measured_on']}; {REPORT})")
+
+    def measure(self):
+        """The "network" section: the bytes sent between the first and the
+        last progress record, in all and per link, per step and per example
+        (the examples of a step from the result file, if there is one)."""
+        if self.first is None or self.last[0] <= self.first[0]:
+            return None  # fewer than two records: nothing to divide by
+        (start_step, before), (step, now) = self.first, self.last
         links = {}
         for task, interface in self.links.items():
             (received_0, sent_0), (received_1, sent_1) = \
@@ -119,44 +186,41 @@ class Traffic:
         steps = step - start_step
         network = {"bytes": total, "steps": steps,
                    "bytes_per_step": round(total / steps),
-                   "bytes_per_example": round(total / (steps * examples_per_step)),
                    "measured_on": "loopback" if "job" in links else "each task's link",
                    **self.shaped}
+        examples_per_step = self.examples_per_step()
+        if examples_per_step:
+            network["bytes_per_example"] = round(total / (steps * examples_per_step))
         if "job" not in links:
             network["links"] = links
             busiest = max(links, key=lambda task: max(links[task].values()))
             network["busiest_link"] = busiest
-            network["busiest_link_bytes_per_example"] = round(
-                max(links[busiest].values()) / (steps * examples_per_step))
+            if examples_per_step:
+                network["busiest_link_bytes_per_example"] = round(
+                    max(links[busiest].values()) / (steps * examples_per_step))
         return network
 
-    def add_to_result(self, network, timeline):
-        path = os.path.join(self.logdir, "result.json")
+    def examples_per_step(self):
         try:
-            with open(path) as stream:
+            with open(self.result) as stream:
                 result = json.load(stream)
-            if network:
-                result["network"] = network
-            result["timeline"] = timeline
-            with open(path + ".new", "w") as stream:
-                json.dump(result, stream, indent=2)
-                stream.write("\n")
-            os.replace(path + ".new", path)
-        except (OSError, ValueError, TypeError):
-            pass  # no result (or not one of ours) to add to: the line stands
+            return int(result["examples"]) / (
+                int(result["global_step"]) - int(result.get("start_step", 0)))
+        except (OSError, TypeError, ValueError, KeyError, ZeroDivisionError):
+            return None
 
 
-def for_job(job_network, roles, options, logdir):
+def for_job(job_network, roles, options, logdir, contract):
     """The Traffic of a job whose task `number` is roles[number], placed by
     `job_network` (None or False: this machine's network, not measured),
-    with the launcher's `options`."""
-    if not job_network:
-        return Traffic(None, None, logdir)
-    links = {f"{job}:{index}": job_network.link(number)
-             for number, (job, index) in enumerate(roles)}
-    if set(links.values()) == {"lo"}:
-        links = {"job": "lo"}
+    with the launcher's `options` and the script's `contract`."""
+    links = None
+    if job_network:
+        links = {f"{job}:{index}": job_network.link(number)
+                 for number, (job, index) in enumerate(roles)}
+        if set(links.values()) == {"lo"}:
+            links = {"job": "lo"}
     shaped = {"link_rate": options.bandwidth, "link_latency_ms": options.latency}
-    return Traffic(links, "chief:0" if options.coordinator else "worker:0",
-                   logdir, {key: value for key, value in shaped.items() if value},
-                   job_network.launcher_pid)
+    return Traffic(links, logdir, contract.progress, contract.result,
+                   {key: value for key, value in shaped.items() if value},
+                   job_network and job_network.launcher_pid)

@@ -18,7 +18,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="ok",
                     choices=("ok", "fail", "fail_once", "bad_input", "hang",
                              "ps_fails_last", "group_fails_once", "disks",
-                             "links"))
+                             "links", "result"))
 parser.add_argument("--logdir")
 parser.add_argument("--child", action="store_true")
 parser.add_argument("--dataset")  # taken, as the examples take them, and unused
@@ -172,4 +172,13 @@ elif args.mode == "bad_input" and index == 0:
     sys.exit(2)
 elif args.mode == "fail":
     signal.pause()  # the healthy workers wait, to be stopped by the launcher
+if args.mode == "result" and index == 0:  # what a chief writes at its end
+    with open(os.path.join(args.logdir, "result.json"), "w") as stream:
+        json.dump({"global_step": 1, "examples": 1}, stream)
 print(f"worker {index} done", flush=True)
+
+# What the launcher reads of this script, as of an example's (contract.py).
+# /// launch
+# prepare = ["-m", "guide.training.download"]
+# chief_disk = ["evaluator"]
+# ///

@@ -1,6 +1,9 @@
 """Fetches MNIST or Fashion-MNIST into Keras's cache, checked, without
-TensorFlow: the launcher calls it before any task starts, outside the job's
-network namespace, and a task calls it when run by hand.
+TensorFlow: a task calls it when run by hand, and the launcher runs it as
+the examples' preparation step before any task starts, outside the job's
+network namespace, where the tasks have no route out:
+
+    python -m guide.training.download SCRIPT [THE SCRIPT'S FLAGS...]
 
 Each file goes to a temporary name beside its place, is checked against its
 published hash, and only then renamed into place, so a reader never sees a
@@ -8,11 +11,12 @@ half-written or wrong file. $DATA_MIRROR (a URL or folder holding the same
 file names) replaces the origin, for a mirror or a machine with no internet.
 """
 
+import argparse
 import fcntl
 import hashlib
 import os
+import sys
 import tempfile
-import urllib.request
 
 ORIGIN = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
 MIRROR = "DATA_MIRROR"
@@ -90,6 +94,8 @@ def _unavailable(name, cache, reason):
 
 
 def _fetch_file(file_name, target, algorithm, digest):
+    import urllib.request  # here: a cached data set needs no HTTP client
+
     source = os.environ.get(MIRROR) or ORIGIN
     url = source if "://" in source else "file://" + os.path.abspath(source)
     url = url.rstrip("/") + "/" + file_name
@@ -122,3 +128,32 @@ def _reason(error):
     reason = getattr(error, "reason", None) or error.strerror or error
     return str(reason).splitlines()[0] if str(reason) else type(error).__name__
 
+
+def prepare(argv):
+    """The launcher's preparation step for a script that declares this
+    module (`prepare` in its launch block): argv is the script and its
+    flags; fetches --dataset unless --data_dir holds it or it is cached."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("script")
+    parser.add_argument("--dataset")
+    parser.add_argument("--data_dir")
+    # The last of a repeated flag wins, as in the script's own parser.
+    args, _ = parser.parse_known_args(argv)
+    name = args.dataset
+    if name in FILES and not args.data_dir and not is_cached(name):
+        print(f"downloading {TITLE[name]} into {cache_folder()}", flush=True)
+        fetch(name)
+
+
+def main(argv):
+    script = argv[0] if argv else "download.py"
+    try:
+        prepare(argv)
+    except FetchError as error:
+        print(f"{os.path.basename(script)}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,9 @@ import tensorflow as tf
 from guide.training.flags import EXIT_TRY_AGAIN, Failure
 from guide.training.monitored import run_without_hooks
 
+# Where the chief records its progress, in its --logdir (record_progress).
+PROGRESS_FILE = "progress.jsonl"
+
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
     """Prints global step, loss and the whole job's examples/s (global steps
@@ -52,6 +55,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         print(f"global_step {step} loss {loss:.4f} examples/s {rate:.0f} "
               f"(local step {self._local_step})", flush=True)
         if self._summary_dir:
+            record_progress(self._summary_dir, step)
             scalars = {"loss": loss, "examples_per_sec": rate}
             if self._summaries:
                 values = run_context.session.run(
@@ -79,6 +83,17 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
             write_scalars(self._summary_dir, step,
                           {"loss": loss, "examples_per_sec":
                            self._rate_since_last(step)})
+
+
+def record_progress(logdir, step):
+    """The chief's progress file (the `progress` of the scripts' launch
+    blocks, launcher/contract.py): one line {"global_step", "time"} appended
+    per progress line, time.monotonic() being the same clock in every
+    process. The launcher counts the bytes on the wire between the first
+    and the last."""
+    with open(os.path.join(logdir, PROGRESS_FILE), "a") as stream:
+        stream.write(json.dumps({"global_step": int(step),
+                                 "time": round(time.monotonic(), 4)}) + "\n")
 
 
 # Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
