@@ -31,16 +31,17 @@ $(VENV)/.installed: requirements.txt benchmarks/requirements.txt
 		-r benchmarks/requirements.txt
 	touch $@
 
-demo: venv
+demo: venv tools
 	bash Hogwild/run.sh
 
 lint: venv
 	$(PY) -m ruff check .
 
-# tc (iproute2) shapes the links of --network hosts (--bandwidth).
+# iproute2: ip sets up the job's network (--network private and hosts), so
+# every target that runs an example needs it; tc shapes its links (--bandwidth).
 tools:
-	@command -v tc >/dev/null || { apt-get update -qq && \
-		apt-get install -y -qq iproute2 >/dev/null; }
+	@command -v ip >/dev/null && command -v tc >/dev/null || { \
+		apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
 
 # Three test processes: on two cores a run's tasks mostly wait on each other.
 # The restart tests have a target of their own, to keep this one short.
@@ -54,28 +55,28 @@ test-recovery: venv tools
 
 # Not part of `make test`: 30 back-to-back runs of each synchronous example,
 # then 30 more of 200 steps each with the job held to half a CPU (needs root).
-reliability: venv
+reliability: venv tools
 	$(PY) tests/reliability.py
 	$(PY) tests/reliability.py --cpus 0.5 --steps 200 --timeout 300
 
 # Not part of `make test` (about six minutes): every example through its
 # run.sh, each task a new Python, the whole job held to half a CPU's worth of
 # time in bursts (a cgroup quota, tests/load.py; needs root).
-test-load: venv
+test-load: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/load_suite
 
 # Not part of `make test` either: random kills with --max_restarts 3.
-faults: venv
+faults: venv tools
 	$(PY) tests/faults.py
 
 # Not part of `make test` either: the benchmark, and its quick version.
-bench: venv
+bench: venv tools
 	$(PY) benchmarks/real_data.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
 
-bench-synthetic: venv
+bench-synthetic: venv tools
 	$(PY) benchmarks/compare.py
 
-bench-quick: venv
+bench-quick: venv tools
 	$(PY) benchmarks/compare.py --quick
 
 # Every distributed example on MNIST at no limit, 1 Gbit/s and 100 Mbit/s per
@@ -86,7 +87,7 @@ bench-network: venv tools
 
 # Start-up with each task a new Python against tasks forked from a launcher
 # that imported TensorFlow once (a few minutes).
-bench-startup: venv
+bench-startup: venv tools
 	$(PY) benchmarks/startup.py
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
@@ -96,7 +97,7 @@ tensorboard: venv
 # Not part of `make test`: TensorBoard in a real browser. Needs Debian's
 # chromium and chromium-driver (the test says how to install them); Selenium
 # goes into its own folder, as the benchmark's packages do.
-ui-test: venv
+ui-test: venv tools
 	$(PY) -m pip install --quiet --upgrade --target $(VENV)/ui-packages \
 		-r tests/ui/requirements.txt
 	$(PY) -m pytest -p no:cacheprovider tests/ui
@@ -116,7 +117,7 @@ $(VENV)/ray-packages/.installed: $(VENV)/.installed \
 
 # Not part of `make test`, to keep it under five minutes: three examples
 # learning the real MNIST (skipped where its files are not beside the clone).
-test-real-data: $(VENV)/.installed
+test-real-data: $(VENV)/.installed tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/real_data
 
 # Not part of `make test` (about a minute and a half): tasks lost while
@@ -128,18 +129,18 @@ test-waits: venv tools
 # MonitoredSession gets each error that makes TensorFlow recreate a session,
 # and a duplicate request, injected into its chief mid-run, and must complete,
 # its log naming the error; also the chief's final wait, and endless errors.
-test-sessions: venv
+test-sessions: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/sessions
 
 # Not part of `make test` (about three minutes): every example through its
 # run.sh with each task a new Python, as a user's run starts it; `make test`
 # forks its tasks from a process that imported TensorFlow once.
-test-users-path: venv
+test-users-path: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/users_path
 
 # Not part of `make test`: a Ray cluster of two nodes, one in a network
 # namespace of its own (needs root).
-test-ray: ray
+test-ray: ray tools
 	PYTHONPATH=$(VENV)/ray-packages $(PY) -m pytest -p no:cacheprovider tests/ray
 
 clean:

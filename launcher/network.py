@@ -16,23 +16,25 @@ reach them.
 - host: every task in this machine's network namespace on 127.0.0.1, where
   TensorFlow's servers listen on every interface.
 
-The namespaces need no privileges and no package beyond util-linux: the
-bridge and the addresses are set up here through the kernel's own interfaces
-(netlink and ioctl), standard library only. $LAUNCH_UNSHARE names the
-unshare program to use (default `unshare`).
+The namespaces need no privileges, only util-linux and iproute2: the
+bridge, the links and the addresses are set up with `ip`, one `ip -batch`
+for the job's namespace, then one for each task's, all at once. No
+namespace is named (`ip netns add` would mount it under /run, to outlive
+the job): the launcher holds each by an fd, so the kernel frees them all,
+links included, when it exits.
+$LAUNCH_UNSHARE names the unshare program to use (default `unshare`).
 """
 
 import contextlib
 import ctypes
-import fcntl
 import os
+import re
 import select
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
+import tempfile
 import threading
 
 from . import PROG, disks
@@ -53,16 +55,13 @@ OUTER_MARGIN_S = 120.0
 SUBNET = "10.10.0"
 BRIDGE = "br0"
 
+NO_IP = ("--network private and hosts need ip, from iproute2 (apt-get "
+         "install iproute2), or use --network host")
+# Each `ip -batch` line with what it does, for an error to say.
+LOOPBACK_UP = {"link set lo up": "bring up lo"}
+
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
-SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
-SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
-SIOCBRADDBR, SIOCBRADDIF = 0x89A0, 0x89A2
-IFF_UP = 0x1
-RTM_NEWLINK, NLMSG_ERROR = 16, 2
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
-IFLA_IFNAME, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 18, 28
-IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 prctl = libc.prctl
@@ -208,8 +207,11 @@ def set_up(mode, task_count, shaping=(None, None)):
     die_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
-    interface_up("lo")
-    network = Hosts(task_count, shaping) if mode == "hosts" else Network()
+    if mode == "hosts":
+        network = Hosts(task_count, shaping)
+    else:
+        ip([(None, LOOPBACK_UP)])
+        network = Network()
     network.launcher_pid = parent  # the one the user started: the job's launch
     return network
 
@@ -245,49 +247,40 @@ class Network:
 
 class Hosts(Network):
     """Task k in a network namespace of its own at 10.10.0.<k+2>, on a
-    bridge in the job's network namespace."""
+    bridge in the job's network namespace (this thread's, whose loopback
+    comes up too)."""
 
     def __init__(self, task_count, shaping=(None, None)):
         if task_count > 250:
             raise NetworkError(f"--network hosts has room for 250 tasks, not "
                                f"{task_count}")
         self.description = f"{SUBNET}.2-{task_count + 1} (one namespace each)"
-        bridge_add(BRIDGE)
-        interface_up(BRIDGE)
-        job = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        self.namespaces = []
+        self.namespaces = new_namespaces(task_count)
+        # Task k's link is a veth pair: t<k> on the bridge here, and eth0
+        # made in the task's namespace, which ip opens by the fd it inherits.
+        job = {**LOOPBACK_UP,
+               f"link add {BRIDGE} up type bridge": f"make bridge {BRIDGE}"}
+        tasks = []
+        for number, task in enumerate(self.namespaces):
+            job[f"link add t{number} master {BRIDGE} up type veth peer name "
+                f"eth0 netns /proc/self/fd/{task}"] = f"make veth t{number}"
+            address = self.host(number)
+            tasks.append((task, {
+                **LOOPBACK_UP,
+                f"address add {address}/24 brd + dev eth0":
+                    f"give task {number} its address {address}",
+                "link set eth0 up": f"bring up task {number}'s eth0"}))
+        ip([(None, job)], pass_fds=self.namespaces)
+        ip(tasks)  # once every eth0 exists
+        if not any(shaping):
+            return
         try:
-            for number in range(task_count):
-                self.namespaces.append(self.add_task(number, job, shaping))
+            for number, task in enumerate(self.namespaces):
+                shape(self.link(number), *shaping)  # what the task receives
+                with entered(task):
+                    shape("eth0", *shaping)  # what it sends
         except ShapingError as error:
             raise NetworkError(str(error)) from None
-        finally:
-            os.close(job)
-
-    @staticmethod
-    def add_task(number, job, shaping):
-        """A new network namespace joined to the bridge, its link shaped as
-        `shaping` says (rate, latency); returns its fd."""
-        if libc.unshare(CLONE_NEWNET) != 0:
-            raise NetworkError(f"unshare: {os.strerror(ctypes.get_errno())}")
-        task = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        try:
-            interface_up("lo")
-            enter(job)
-            port = f"t{number}"
-            veth_add(port, "eth0", task)
-            bridge_add_port(BRIDGE, port)
-            interface_up(port)
-            if any(shaping):  # what the task receives
-                shape(port, *shaping)
-            enter(task)
-            set_address("eth0", f"{SUBNET}.{number + 2}")
-            interface_up("eth0")
-            if any(shaping):  # what it sends
-                shape("eth0", *shaping)
-        finally:
-            enter(job)
-        return task
 
     def host(self, number):
         return f"{SUBNET}.{number + 2}"
@@ -334,53 +327,56 @@ def entered(namespace_fd):
         os.close(home)
 
 
-def ioctl(request, argument):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        return fcntl.ioctl(probe.fileno(), request, argument)
+def new_namespaces(count):
+    """The fds of `count` new network namespaces; this thread stays in its
+    own."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    namespaces = []
+    try:
+        for _ in range(count):
+            if libc.unshare(CLONE_NEWNET) != 0:
+                raise NetworkError(f"unshare: {os.strerror(ctypes.get_errno())}")
+            try:
+                namespaces.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY))
+            finally:
+                enter(home)
+    finally:
+        os.close(home)
+    return namespaces
 
 
-def interface_up(name):
-    request = struct.pack("16sH14x", name.encode(), 0)
-    flags = struct.unpack("16sH14x", ioctl(SIOCGIFFLAGS, request))[1]
-    ioctl(SIOCSIFFLAGS, struct.pack("16sH14x", name.encode(), flags | IFF_UP))
+def ip(batches, pass_fds=()):
+    """Runs each of `batches`, (namespace fd or None for this thread's,
+    {line of `ip -batch`: what it does}), by an `ip` of its own in that
+    network namespace, all at once; NetworkError for the first line that
+    failed."""
+    program = shutil.which("ip")
+    if program is None:
+        raise NetworkError(NO_IP)
+    started = []
+    for namespace, steps in batches:
+        # A file, not a pipe: no size at which writing it could block.
+        with tempfile.TemporaryFile("w+") as lines, entered(namespace):
+            lines.writelines(f"{line}\n" for line in steps)
+            lines.seek(0)
+            started.append((steps, subprocess.Popen(
+                [program, "-batch", "-"], stdin=lines, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, pass_fds=pass_fds)))
+    # Each ip waited for before any error is raised: none is left running.
+    for error in [failure(steps, process) for steps, process in started]:
+        if error:
+            raise NetworkError(error)
 
 
-def set_address(name, address, netmask="255.255.255.0"):
-    for request, value in ((SIOCSIFADDR, address), (SIOCSIFNETMASK, netmask)):
-        ioctl(request, struct.pack("16sHH4s8x", name.encode(), socket.AF_INET,
-                                   0, socket.inet_aton(value)))
-
-
-def bridge_add(name):
-    ioctl(SIOCBRADDBR, name.encode() + b"\0")
-
-
-def bridge_add_port(bridge, port):
-    ioctl(SIOCBRADDIF, struct.pack("16si12x", bridge.encode(),
-                                   socket.if_nametoindex(port)))
-
-
-def attribute(kind, payload):
-    """One netlink attribute, padded to 4 bytes."""
-    length = 4 + len(payload)
-    return struct.pack("HH", length, kind) + payload + b"\0" * (-length % 4)
-
-
-def veth_add(name, peer, peer_namespace_fd):
-    """A veth pair: `name` here, `peer` in the given network namespace."""
-    ifinfo = struct.pack("BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)
-    peer_info = ifinfo + attribute(IFLA_IFNAME, peer.encode() + b"\0") + \
-        attribute(IFLA_NET_NS_FD, struct.pack("I", peer_namespace_fd))
-    body = ifinfo + attribute(IFLA_IFNAME, name.encode() + b"\0") + attribute(
-        IFLA_LINKINFO, attribute(IFLA_INFO_KIND, b"veth") + attribute(
-            IFLA_INFO_DATA, attribute(VETH_INFO_PEER, peer_info)))
-    flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-    message = struct.pack("IHHII", 16 + len(body), RTM_NEWLINK, flags, 1, 0) + body
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
-                       socket.NETLINK_ROUTE) as netlink:
-        netlink.sendall(message)
-        reply = netlink.recv(65536)
-    kind = struct.unpack_from("IHHII", reply)[1]
-    error = struct.unpack_from("i", reply, 16)[0] if kind == NLMSG_ERROR else 0
-    if error:
-        raise NetworkError(f"cannot make veth {name}: {os.strerror(-error)}")
+def failure(steps, process):
+    """Why `process` failed to run `steps`, in one line; None if it did not."""
+    said = process.communicate()[1].splitlines()
+    if process.returncode == 0:
+        return None
+    # ip -batch stops at the first line that fails, says why, then which:
+    # "RTNETLINK answers: File exists", "Command failed -:3".
+    said = said or [f"ip exited with code {process.returncode}"]
+    failed = re.fullmatch(r"Command failed \S+:(\d+)", said[-1])
+    what = list(steps.values())[int(failed[1]) - 1] if failed else \
+        "set up the job's network"
+    return f"cannot {what}: " + re.sub(r"^(RTNETLINK answers|Error): ", "", said[0])

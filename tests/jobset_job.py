@@ -133,7 +133,6 @@ def main(manifest_path, logdir, extra):
     jobset = manifest["metadata"]["name"]
     pods = pods_of(manifest)
     hosts = network.Hosts(len(pods))
-    network.interface_up("lo")
     os.makedirs(logdir, exist_ok=True)
     hosts_file = os.path.join(logdir, "hosts")
     with open("/etc/hosts") as system, open(hosts_file, "w") as stream:

@@ -149,7 +149,6 @@ def main(manifest_path, logdir, extra):
         manifest = next(document for document in yaml.safe_load_all(stream)
                         if document["kind"] == "TFJob")
     hosts = network.Hosts(len(operator_tf_configs(manifest)))
-    network.interface_up("lo")
     return run_pods(tfjob_pods(manifest, hosts, extra), hosts, logdir)
 
 

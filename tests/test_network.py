@@ -2,9 +2,11 @@
 machine, `hosts` runs examples on separate addresses, and without user
 namespaces the launcher warns and runs on the host's network."""
 
+import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import time
@@ -13,9 +15,11 @@ import pytest
 
 from conftest import (
     LAUNCHER,
+    PYTHON,
     REPO,
     Running,
     env_without_tf_config,
+    error_lines,
     run,
     served_tasks,
 )
@@ -179,3 +183,82 @@ def test_sigkill_to_the_launcher_ends_every_task_on_its_own_host(run_dir):
             os.close(handle)
     finally:
         job.kill()
+
+
+# Run in a user and network namespace of its own: Hosts(40) as the launcher
+# makes it, what ip then sees in each namespace, a connection across the
+# bridge, and the error of a step that fails.
+HOSTS_SCRIPT = """
+import json, socket, subprocess, sys
+from launcher import network
+
+def links():
+    shown = subprocess.run(["ip", "-j", "address"], capture_output=True,
+                           text=True, check=True, timeout=30).stdout
+    return {link["ifname"]: {
+        "up": "UP" in link["flags"], "master": link.get("master"),
+        "inet": [f"{a['local']}/{a['prefixlen']} brd {a.get('broadcast')}"
+                 for a in link["addr_info"] if a["family"] == "inet"]}
+        for link in json.loads(shown)}
+
+hosts = network.Hosts(int(sys.argv[1]))
+seen = {"job": links(), "tasks": []}
+for number in range(int(sys.argv[1])):
+    with network.entered(hosts.namespace(number)):
+        seen["tasks"].append(links())
+last = int(sys.argv[1]) - 1
+with network.entered(hosts.namespace(last)):
+    server = socket.create_server((hosts.host(last), 0))
+with network.entered(hosts.namespace(0)), socket.create_connection(
+        (hosts.host(last), server.getsockname()[1]), timeout=10) as client:
+    client.sendall(b"across")
+    with server.accept()[0] as accepted:
+        seen["received"] = accepted.recv(16).decode()
+        seen["from"] = accepted.getpeername()[0]
+# Again, in a new namespace where a t1 already stands in veth t1's way.
+network.libc.unshare(network.CLONE_NEWNET)
+subprocess.run(["ip", "link", "add", "t1", "type", "bridge"], check=True,
+               timeout=30)
+try:
+    network.Hosts(3)
+except network.NetworkError as error:
+    seen["error"] = str(error)
+print(json.dumps(seen))
+"""
+
+
+def test_forty_tasks_each_get_their_own_address_on_the_bridge():
+    result = run(network.namespace_command() + [
+        PYTHON, "-c", HOSTS_SCRIPT, "40"], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = json.loads(result.stdout)
+    ports = {f"t{number}": {"up": True, "master": "br0", "inet": []}
+             for number in range(40)}
+    assert seen["job"] == {"lo": seen["job"]["lo"], "br0": {
+        "up": True, "master": None, "inet": []}, **ports}
+    assert seen["job"]["lo"]["up"]
+    for number, task in enumerate(seen["tasks"]):
+        assert task["lo"]["up"]
+        # The name traffic.py reads the task's counters by, in the job's
+        # namespace, is t<k>; in the task's, its link is eth0.
+        assert task["eth0"] == {"up": True, "master": None, "inet": [
+            f"10.10.0.{number + 2}/24 brd 10.10.0.255"]}
+        assert set(task) == {"lo", "eth0"}
+    assert (seen["received"], seen["from"]) == ("across", "10.10.0.2")
+    assert seen["error"] == "cannot make veth t1: File exists"
+
+
+@pytest.mark.parametrize("mode", ["private", "hosts"])
+def test_without_ip_the_job_stops_in_one_line_that_names_the_fix(
+        mode, run_dir, tmp_path):
+    """Every program the launcher needs before its tasks start, but ip."""
+    for program in ("unshare", "setpriv", "true"):
+        os.symlink(shutil.which(program), tmp_path / program)
+    result = run([*LAUNCHER, "--network", mode, "--", FAKE, "--logdir",
+                  str(run_dir / "run")], timeout=60,
+                 env=env_without_tf_config(PATH=str(tmp_path)))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert error_lines(result.stderr) == [
+        "launch.sh: error: --network private and hosts need ip, from iproute2 "
+        "(apt-get install iproute2), or use --network host"]
+    assert "ready" not in result.stdout
