@@ -2,7 +2,8 @@
 
 Every worker computes a gradient on its own minibatch and applies it to the
 shared variables on the parameter server(s) as soon as it is ready, without
-locks and without waiting for the other workers (Recht et al., NIPS 2011).
+locks and without waiting for the other workers (Niu, Recht, Ré and Wright,
+NIPS 2011).
 
 Topology: 1 ps + 2 workers by default (any number of either); asynchronous.
 

@@ -11,8 +11,15 @@ import tempfile
 import pytest
 
 from conftest import REPO
+from guide import examples
 
 FRONT_PAGE_LINES = 150
+# An example's README says how to run, read and copy it; tuning history and
+# long measurements go to docs/ and benchmarks/, and 160 lines keep them there.
+EXAMPLE_README_LINES = 160
+# Citations of the Hogwild paper name its four authors in their order (Niu,
+# Recht, Ré and Wright), not one of them and "et al.".
+SHORT_HOGWILD_CITATION = re.compile(r"\b(?:Recht|Niu)\s+et\s+al\b")
 # The home folders of root, of a Linux user and of a macOS user, and
 # pytest's temporary folders, not inside a longer path or a URL. Written,
 # as the samples below are, so that this file does not match them.
@@ -94,6 +101,63 @@ def test_the_readme_is_a_front_page():
         lines = stream.read().splitlines()
     assert len(lines) <= FRONT_PAGE_LINES, \
         f"README.md has {len(lines)} lines; move the rest to docs/"
+
+
+def example_readmes():
+    """The README.md of every example folder: the top-level folders named
+    with a capital, as the examples are (the rest are lower case)."""
+    folders = sorted(name for name in os.listdir(REPO) if name[:1].isupper()
+                     and os.path.isfile(os.path.join(REPO, name, "README.md")))
+    # The check must see every example the registry knows, or it checks nothing.
+    assert set(examples.BY_FOLDER) <= set(folders), folders
+    return [os.path.join(name, "README.md") for name in folders]
+
+
+def test_every_example_readme_is_short():
+    too_long = []
+    for path in example_readmes():
+        with open(os.path.join(REPO, path)) as stream:
+            length = len(stream.read().splitlines())
+        if length > EXAMPLE_README_LINES:
+            too_long.append(f"{path} has {length} lines")
+    assert not too_long, (
+        f"example READMEs of more than {EXAMPLE_README_LINES} lines; move "
+        "tuning history and long measurements to docs/tuning.md, docs/ or "
+        "benchmarks/:\n" + "\n".join(too_long))
+
+
+def sources():
+    """The relative path of every *.md and *.py file, outside hidden folders
+    (.venv, .git) and the runs/ folders that runs leave."""
+    for top, folders, files in os.walk(REPO):
+        folders[:] = [name for name in folders
+                      if not name.startswith(".") and name != "runs"]
+        for name in files:
+            if name.endswith((".md", ".py")):
+                yield os.path.relpath(os.path.join(top, name), REPO)
+
+
+def test_the_hogwild_paper_is_cited_by_its_four_authors():
+    found = []
+    for path in sources():
+        with open(os.path.join(REPO, path), encoding="utf-8",
+                  errors="replace") as stream:
+            text = stream.read()
+        for match in SHORT_HOGWILD_CITATION.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{path}:{line}: {match.group(0)}")
+    assert not found, ("cite the Hogwild paper as Niu, Recht, Ré and Wright, "
+                       "NIPS 2011:\n" + "\n".join(found))
+
+
+def test_the_citation_check_sees_what_it_looks_for():
+    """Written so that this file does not match itself."""
+    assert SHORT_HOGWILD_CITATION.search("(Recht" + " et al., NIPS 2011)")
+    assert SHORT_HOGWILD_CITATION.search("Niu" + " et\nal. showed")
+    assert not SHORT_HOGWILD_CITATION.search("Niu, Recht, Ré and Wright")
+    assert "tests/test_layout.py" in set(sources())
+    assert not any(path.startswith(".") or "runs" in path.split(os.sep)
+                   for path in sources())
 
 
 def anchors(text):
