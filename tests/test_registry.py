@@ -11,6 +11,7 @@ import pytest
 
 from conftest import PYTHON, REPO, run
 from guide import examples
+from launcher import contract
 
 RUN_SH = re.compile(r'^exec "\$here/\.\./launch\.sh" (.*) -- "\$here/([^"]+)" "\$@"$',
                     re.MULTILINE)
@@ -82,3 +83,19 @@ def test_no_python_file_is_over_450_lines():
                 if lines > 450:
                     long_files[os.path.relpath(path, REPO)] = lines
     assert not long_files
+
+
+LAUNCHED = sorted({example.script_path for example in examples.EXAMPLES
+                   if example.run_sh and RUN_SH.search(read(example.run_sh_path))})
+
+
+@pytest.mark.parametrize("script", LAUNCHED)
+def test_every_launched_script_declares_what_the_launcher_relies_on(script):
+    """The launcher knows a script only by its launch block: without it, no
+    data fetched before the tasks start, no bytes counted, no failure for a
+    missing result, and no shared disk for the evaluator."""
+    declared = contract.read(os.path.join(REPO, script))
+    assert declared.prepare == ("-m", "guide.training.download")
+    assert (declared.progress, declared.result) == ("progress.jsonl",
+                                                    "result.json")
+    assert declared.chief_disk == ("evaluator",)
