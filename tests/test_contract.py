@@ -57,3 +57,28 @@ def test_a_malformed_launch_block_is_one_line_and_exit_2(run_dir, tmp_path,
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("launch.sh: error: ") and words in line, line
     assert result.stdout == "" and not (run_dir / "run").exists()
+
+
+def test_traffic_takes_the_counters_at_each_records_time(tmp_path, monkeypatch):
+    """The bytes between the first and last progress records, the counters
+    interpolated to each record's time; records older than the chief's
+    start, and a line still being written, do not count."""
+    from launcher import traffic
+
+    readings = iter([{"lo": (0, 0)}, {"lo": (0, 1000)}, {"lo": (0, 3000)}])
+    monkeypatch.setattr(traffic, "counters", lambda: next(readings))
+    (tmp_path / "result.json").write_text('{"global_step": 30, "examples": 3000}')
+    measured = traffic.Traffic({"job": "lo"}, str(tmp_path), "progress.jsonl",
+                               "result.json")
+    measured.since = 10.0  # when the chief (re)started
+    for moment in (10.0, 11.0, 12.0):  # what the sampler thread does
+        measured.readings.append((moment, traffic.counters()))
+    (tmp_path / "progress.jsonl").write_text(
+        '{"global_step": 1, "time": 9.0}\n'      # before the chief started
+        '{"global_step": 10, "time": 10.5}\n'    # 500 bytes then, interpolated
+        '{"global_step": 20, "time": 11.75}\n'   # 2,500
+        '{"global_step": 30, "ti')               # not written whole yet
+    measured.read_records()
+    network = measured.measure()
+    assert (network["bytes"], network["steps"]) == (2000, 10)
+    assert network["bytes_per_example"] == 2  # 100 examples a step
