@@ -4,12 +4,12 @@ A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
 of the example with TF_CONFIG task type "evaluator". No task connects to it
 or waits for it. It prints one line per checkpoint and writes `test_accuracy`
 and `test_loss` under `<logdir>/eval/` for TensorBoard. It waits on inotify
-(Linux) for the chief's Saver to rename a new `checkpoint` file into the
-logdir; TensorFlow's `checkpoints_iterator`, which polls every second, is
-used only where inotify is missing.
+(Linux, through the inotify_simple package) for the chief's Saver to rename
+a new `checkpoint` file into the logdir; TensorFlow's
+`checkpoints_iterator`, which polls every second, is used only where
+inotify or the package is missing.
 """
 
-import ctypes
 import json
 import os
 
@@ -18,28 +18,35 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from guide.training import model, report
 
+# Not TensorFlow's checkpoints_iterator alone: it polls once a second, so on
+# a run that saves several checkpoints a second it tested under half of them,
+# and ended up to a second after the chief. inotify wakes within a
+# millisecond of each write; inotify_simple is one small module over it
+# (watchdog would add threads and a larger package for the same events).
+try:
+    import inotify_simple
+except ImportError:  # not installed (not in the Kubernetes image), or Windows
+    inotify_simple = None
+
 # Where an object-based checkpoint (tf.train.Checkpoint) keeps its object
 # graph, whose names a tf.compat.v1 Saver restores the variables by.
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
-_IN_CLOSE_WRITE = 0x00000008
-_IN_MOVED_TO = 0x00000080
-_IN_CLOEXEC = 0o2000000
 
-
-class _DirectoryWatch:
-    """Blocks until a file in a folder is written or renamed into it."""
-
-    def __init__(self, folder):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        self._fd = libc.inotify_init1(_IN_CLOEXEC)
-        if self._fd < 0 or libc.inotify_add_watch(
-                self._fd, os.fsencode(folder),
-                _IN_CLOSE_WRITE | _IN_MOVED_TO) < 0:
-            raise OSError(ctypes.get_errno(), "inotify")
-
-    def wait(self):
-        os.read(self._fd, 65536)  # one or more events; which does not matter
+def _watch(folder):
+    """An inotify watch on the files written or renamed into `folder`, or
+    None where there is none (no package, no inotify, no watch left)."""
+    try:
+        watch = inotify_simple.INotify()
+    except (AttributeError, OSError):
+        return None
+    try:
+        watch.add_watch(folder, inotify_simple.flags.CLOSE_WRITE
+                        | inotify_simple.flags.MOVED_TO)
+    except OSError:
+        watch.close()
+        return None
+    return watch
 
 
 def _wakeups(logdir):
@@ -47,17 +54,17 @@ def _wakeups(logdir):
     each write into it; and whether every write wakes it (False where
     inotify is missing: TensorFlow's iterator yields new checkpoints only)."""
     os.makedirs(logdir, exist_ok=True)
-    try:
-        watch = _DirectoryWatch(logdir)
-    except (OSError, AttributeError):
+    watch = _watch(logdir)
+    if watch is None:
         return tf.compat.v1.train.checkpoints_iterator(logdir), False
 
     def latest_on_each_write():
-        while True:
-            # The watch is set before this read, so a file that lands in
-            # between still wakes the wait below.
-            yield tf.train.latest_checkpoint(logdir)
-            watch.wait()
+        with watch:
+            while True:
+                # The watch is set before this read, so a file that lands
+                # in between still wakes the wait below.
+                yield tf.train.latest_checkpoint(logdir)
+                watch.read()  # one or more events; which does not matter
     return latest_on_each_write(), True
 
 
