@@ -2,14 +2,17 @@
 
 A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
 of the example with TF_CONFIG task type "evaluator". No task connects to it
-or waits for it. It prints one line per checkpoint and writes `test_accuracy`
-and `test_loss` under `<logdir>/eval/` for TensorBoard. It waits on inotify
+or waits for it. It prints one line per checkpoint it tests, and writes
+`test_accuracy` and `test_loss` under `<logdir>/eval/` for TensorBoard.
+When checkpoints land faster than it tests them, it tests the newest and
+names those it skipped in a `not tested:` line. It waits on inotify
 (Linux, through the inotify_simple package) for the chief's Saver to rename
 a new `checkpoint` file into the logdir; TensorFlow's
 `checkpoints_iterator`, which polls every second, is used only where
 inotify or the package is missing.
 """
 
+import contextlib
 import json
 import os
 
@@ -49,23 +52,79 @@ def _watch(folder):
     return watch
 
 
-def _wakeups(logdir):
-    """An iterator of `logdir`'s latest checkpoint (or None), now and after
-    each write into it; and whether every write wakes it (False where
-    inotify is missing: TensorFlow's iterator yields new checkpoints only)."""
+class _Landings:
+    """`logdir`'s latest checkpoint (or None), now and after each write into
+    it; also the names of the checkpoints that land there, in order, so that
+    the evaluator can say which it never tested (a newer one was there by
+    the time it was free)."""
+
+    every_write = True  # the chief's result.json wakes it too
+
+    def __init__(self, logdir, watch):
+        self._logdir, self._watch = logdir, watch
+        self._landed, self._tested = [], set()
+
+    def __iter__(self):
+        while True:
+            # The watch is set before this listing, so a file that lands in
+            # between still wakes the read below.
+            yield tf.train.latest_checkpoint(self._logdir)
+            self._note(timeout=None)
+
+    def untested_before(self, checkpoint):
+        """Marks `checkpoint` (the latest listed) tested; returns the names
+        of those that landed before it untested, each once. It is listed
+        only after it landed, so its landing is read by the end of this call
+        (unless it landed before the watch: then none is named before it)."""
+        self._tested.add(os.path.basename(checkpoint))
+        self._note(timeout=0)
+        last = max((index for index, name in enumerate(self._landed)
+                    if name in self._tested), default=-1)
+        untested = [name for name in self._landed[:last]
+                    if name not in self._tested]
+        del self._landed[:last + 1]
+        return untested
+
+    def close(self):
+        self._watch.close()
+
+    def _note(self, timeout):
+        # A checkpoint has landed once its index file has, after its data.
+        self._landed += [event.name.removesuffix(".index")
+                         for event in self._watch.read(timeout=timeout)
+                         if event.name.endswith(".index")]
+
+
+class _Polls:
+    """Where inotify is missing: TensorFlow's iterator, which polls every
+    second and yields new checkpoints only, so neither result.json nor the
+    names of checkpoints it never listed reach the evaluator."""
+
+    every_write = False
+
+    def __init__(self, logdir):
+        self._logdir = logdir
+
+    def __iter__(self):
+        return tf.compat.v1.train.checkpoints_iterator(self._logdir)
+
+    def untested_before(self, checkpoint):
+        return []
+
+    def close(self):
+        pass
+
+
+def _checkpoints(logdir):
     os.makedirs(logdir, exist_ok=True)
     watch = _watch(logdir)
-    if watch is None:
-        return tf.compat.v1.train.checkpoints_iterator(logdir), False
+    return _Landings(logdir, watch) if watch else _Polls(logdir)
 
-    def latest_on_each_write():
-        with watch:
-            while True:
-                # The watch is set before this read, so a file that lands
-                # in between still wakes the wait below.
-                yield tf.train.latest_checkpoint(logdir)
-                watch.read()  # one or more events; which does not matter
-    return latest_on_each_write(), True
+
+def _say_untested(names):
+    if names:
+        print(f"not tested: {', '.join(names)} (a newer checkpoint was there "
+              f"by the time the evaluator was free)", flush=True)
 
 
 def _final_step(logdir, train_steps):
@@ -118,10 +177,10 @@ def run(logdir, dataset, train_steps):
         saver = tf.compat.v1.train.Saver(
             {variable.op.name: variable for variable in classifier.mlp.variables})
         feed = classifier.feed(dataset.test_images, dataset.test_labels)
-        with tf.compat.v1.Session() as session:
-            wakeups, every_write = _wakeups(logdir)
+        with tf.compat.v1.Session() as session, \
+                contextlib.closing(_checkpoints(logdir)) as checkpoints:
             last, step = None, None
-            for latest in wakeups:
+            for latest in checkpoints:
                 if latest and latest != last:
                     try:
                         saver.restore(session, latest)
@@ -129,6 +188,7 @@ def run(logdir, dataset, train_steps):
                     except (tf.errors.NotFoundError, ValueError, KeyError):
                         continue  # rotated away since it was listed: the next
                     last = latest
+                    _say_untested(checkpoints.untested_before(latest))
                     loss, accuracy = session.run(
                         [classifier.loss, classifier.accuracy], feed)
                     print(f"global_step {step} test_accuracy {accuracy:.4f} "
@@ -138,7 +198,7 @@ def run(logdir, dataset, train_steps):
                         {"test_accuracy": accuracy, "test_loss": loss})
                 # Asynchronous workers can carry the last step past
                 # --train_steps: the final one is result.json's step.
-                final = (_final_step(logdir, train_steps) if every_write
-                         else train_steps)
+                final = (_final_step(logdir, train_steps)
+                         if checkpoints.every_write else train_steps)
                 if step is not None and final is not None and step >= final:
                     break
