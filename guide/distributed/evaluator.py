@@ -2,14 +2,17 @@
 
 A TFJob's Evaluator replica (and `launch.sh --evaluator`) runs one more copy
 of the example with TF_CONFIG task type "evaluator". No task connects to it
-or waits for it. It prints one line per checkpoint and writes `test_accuracy`
-and `test_loss` under `<logdir>/eval/` for TensorBoard. It waits on inotify
-(Linux) for the chief's Saver to rename a new `checkpoint` file into the
-logdir; TensorFlow's `checkpoints_iterator`, which polls every second, is
-used only where inotify is missing.
+or waits for it. It prints one line per checkpoint it tests, and writes
+`test_accuracy` and `test_loss` under `<logdir>/eval/` for TensorBoard.
+When checkpoints land faster than it tests them, it tests the newest and
+names those it skipped in a `not tested:` line. It waits on inotify
+(Linux, through the inotify_simple package) for the chief's Saver to rename
+a new `checkpoint` file into the logdir; TensorFlow's
+`checkpoints_iterator`, which polls every second, is used only where
+inotify or the package is missing.
 """
 
-import ctypes
+import contextlib
 import json
 import os
 
@@ -18,47 +21,111 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from guide.training import model, report
 
+# Not TensorFlow's checkpoints_iterator, left for where inotify is missing:
+# it polls once a second, so on a run that saves several checkpoints a second
+# it tested under half of them, and ended up to a second after the chief.
+# inotify wakes within a millisecond of each write and names each file;
+# inotify_simple is one small module over it (watchdog would add threads and
+# a package 14 times larger for the same events).
+try:
+    import inotify_simple
+except ImportError:  # not installed (not in the Kubernetes image), or Windows
+    inotify_simple = None
+
 # Where an object-based checkpoint (tf.train.Checkpoint) keeps its object
 # graph, whose names a tf.compat.v1 Saver restores the variables by.
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
-_IN_CLOSE_WRITE = 0x00000008
-_IN_MOVED_TO = 0x00000080
-_IN_CLOEXEC = 0o2000000
 
-
-class _DirectoryWatch:
-    """Blocks until a file in a folder is written or renamed into it."""
-
-    def __init__(self, folder):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        self._fd = libc.inotify_init1(_IN_CLOEXEC)
-        if self._fd < 0 or libc.inotify_add_watch(
-                self._fd, os.fsencode(folder),
-                _IN_CLOSE_WRITE | _IN_MOVED_TO) < 0:
-            raise OSError(ctypes.get_errno(), "inotify")
-
-    def wait(self):
-        os.read(self._fd, 65536)  # one or more events; which does not matter
-
-
-def _wakeups(logdir):
-    """An iterator of `logdir`'s latest checkpoint (or None), now and after
-    each write into it; and whether every write wakes it (False where
-    inotify is missing: TensorFlow's iterator yields new checkpoints only)."""
-    os.makedirs(logdir, exist_ok=True)
+def _watch(folder):
+    """An inotify watch on the files written or renamed into `folder`, or
+    None where there is none (no package, no inotify, no watch left)."""
     try:
-        watch = _DirectoryWatch(logdir)
-    except (OSError, AttributeError):
-        return tf.compat.v1.train.checkpoints_iterator(logdir), False
+        watch = inotify_simple.INotify()
+    except (AttributeError, OSError):
+        return None
+    try:
+        watch.add_watch(folder, inotify_simple.flags.CLOSE_WRITE
+                        | inotify_simple.flags.MOVED_TO)
+    except OSError:
+        watch.close()
+        return None
+    return watch
 
-    def latest_on_each_write():
+
+class _Landings:
+    """`logdir`'s latest checkpoint (or None), now and after each write into
+    it; also the names of the checkpoints that land there, in order, so that
+    the evaluator can say which it never tested (a newer one was there by
+    the time it was free)."""
+
+    every_write = True  # the chief's result.json wakes it too
+
+    def __init__(self, logdir, watch):
+        self._logdir, self._watch = logdir, watch
+        self._landed, self._tested = [], set()
+
+    def __iter__(self):
         while True:
-            # The watch is set before this read, so a file that lands in
-            # between still wakes the wait below.
-            yield tf.train.latest_checkpoint(logdir)
-            watch.wait()
-    return latest_on_each_write(), True
+            # The watch is set before this listing, so a file that lands in
+            # between still wakes the read below.
+            yield tf.train.latest_checkpoint(self._logdir)
+            self._note(timeout=None)
+
+    def untested_before(self, checkpoint):
+        """Marks `checkpoint` (the latest listed) tested; returns the names
+        of those that landed before it untested, each once. It is listed
+        only after it landed, so its landing is read by the end of this call
+        (unless it landed before the watch: then none is named before it)."""
+        self._tested.add(os.path.basename(checkpoint))
+        self._note(timeout=0)
+        last = max((index for index, name in enumerate(self._landed)
+                    if name in self._tested), default=-1)
+        untested = [name for name in self._landed[:last]
+                    if name not in self._tested]
+        del self._landed[:last + 1]
+        return untested
+
+    def close(self):
+        self._watch.close()
+
+    def _note(self, timeout):
+        # A checkpoint has landed once its index file has, after its data.
+        self._landed += [event.name.removesuffix(".index")
+                         for event in self._watch.read(timeout=timeout)
+                         if event.name.endswith(".index")]
+
+
+class _Polls:
+    """Where inotify is missing: TensorFlow's iterator, which polls every
+    second and yields new checkpoints only, so neither result.json nor the
+    names of checkpoints it never listed reach the evaluator."""
+
+    every_write = False
+
+    def __init__(self, logdir):
+        self._logdir = logdir
+
+    def __iter__(self):
+        return tf.compat.v1.train.checkpoints_iterator(self._logdir)
+
+    def untested_before(self, checkpoint):
+        return []
+
+    def close(self):
+        pass
+
+
+def _checkpoints(logdir):
+    os.makedirs(logdir, exist_ok=True)
+    watch = _watch(logdir)
+    return _Landings(logdir, watch) if watch else _Polls(logdir)
+
+
+def _say_untested(names):
+    if names:
+        print(f"not tested: {', '.join(names)} (a newer checkpoint was there "
+              f"by the time the evaluator was free)", flush=True)
 
 
 def _final_step(logdir, train_steps):
@@ -111,10 +178,10 @@ def run(logdir, dataset, train_steps):
         saver = tf.compat.v1.train.Saver(
             {variable.op.name: variable for variable in classifier.mlp.variables})
         feed = classifier.feed(dataset.test_images, dataset.test_labels)
-        with tf.compat.v1.Session() as session:
-            wakeups, every_write = _wakeups(logdir)
+        with tf.compat.v1.Session() as session, \
+                contextlib.closing(_checkpoints(logdir)) as checkpoints:
             last, step = None, None
-            for latest in wakeups:
+            for latest in checkpoints:
                 if latest and latest != last:
                     try:
                         saver.restore(session, latest)
@@ -122,6 +189,7 @@ def run(logdir, dataset, train_steps):
                     except (tf.errors.NotFoundError, ValueError, KeyError):
                         continue  # rotated away since it was listed: the next
                     last = latest
+                    _say_untested(checkpoints.untested_before(latest))
                     loss, accuracy = session.run(
                         [classifier.loss, classifier.accuracy], feed)
                     print(f"global_step {step} test_accuracy {accuracy:.4f} "
@@ -131,7 +199,7 @@ def run(logdir, dataset, train_steps):
                         {"test_accuracy": accuracy, "test_loss": loss})
                 # Asynchronous workers can carry the last step past
                 # --train_steps: the final one is result.json's step.
-                final = (_final_step(logdir, train_steps) if every_write
-                         else train_steps)
+                final = (_final_step(logdir, train_steps)
+                         if checkpoints.every_write else train_steps)
                 if step is not None and final is not None and step >= final:
                     break
