@@ -44,12 +44,17 @@ pod, only the task that failed is restarted. --ps 0 does not imply it: a job
 asks for it, as Multi-Worker-Mirrored-Strategy's run.sh does.
 
 Disks (--network hosts): each task sees the --logdir as a disk of its own,
-but for the chief and the evaluator, who share the logdir itself; the
-others' are folders of <logdir>/disks/ (launcher/disks.py). A restarted
+but for the chief and the task types the script names in its launch block's
+chief_disk (the examples name the evaluator), who share the logdir itself;
+the others' are folders of <logdir>/disks/ (launcher/disks.py). A restarted
 task keeps its disk, as a restarted container does. --disk_on_restart empty
 starts it on an empty one instead, as a pod created anew on another node,
 but for the chief's and evaluator's disk, a persistent volume on
 Kubernetes; empty_all, that one too (a job with no persistent volume).
+
+What the launcher knows of SCRIPT is what its `# /// launch` block
+declares: a preparation step, the chief's progress and result files, the
+disk rule (docs/launcher.md).
 
 LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
 TensorFlow once and fork every task from itself, instead of starting a new
