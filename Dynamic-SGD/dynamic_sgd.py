@@ -24,6 +24,38 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from guide.distributed import scheme_flags, tf_config
 from guide.training import data, flags, logdirs
 
+# Distributed: the lock that makes each pull and commit whole, so that τ counts
+# the commits in between exactly, lives on ps 0, found there by this name.
+LOCK_NAME = "dynamic_sgd_lock"
+LOCK_DEVICE = "/job:ps/task:0"
+
+
+# Distributed: the workers' one lock, a mutex on ps 0.
+def shared_lock():
+    """The mutex that every worker shares: each worker's graph makes a
+    handle to it, and ps 0 resolves every handle of this name to one mutex."""
+    import tensorflow as tf
+    with tf.compat.v1.device(LOCK_DEVICE):
+        return tf.raw_ops.MutexV2(shared_name=LOCK_NAME, name=LOCK_NAME)
+
+
+# Distributed: an op that takes the lock, runs build()'s ops, and gives it back.
+def holding(lock, build):
+    """An op that takes `lock` on ps 0, runs the ops `build()` makes, and
+    gives the lock back. A worker holds it for one session run at most: a
+    run that fails (its worker killed, a ps lost) gives it back too, and a
+    restarted ps 0 starts with it free, so nothing has to put it back."""
+    import tensorflow as tf
+    with tf.compat.v1.device(LOCK_DEVICE):
+        taken = tf.raw_ops.MutexLock(mutex=lock)
+    # The exchange's reads and writes run only once the lock is taken.
+    with tf.control_dependencies([taken]):
+        done = build()
+    # The lock is given back when its tensor dies: this op, once they are done,
+    # is its last user (a run that fails drops it too).
+    with tf.control_dependencies([done]), tf.compat.v1.device(LOCK_DEVICE):
+        return tf.raw_ops.ConsumeMutexLock(mutex_lock=taken)
+
 
 def main():
     # Distributed: add the cluster flags and the window T; train fifteen epochs on
@@ -111,8 +143,9 @@ def main():
               for delta, gradient in zip(update, gradients)],
             last_loss.assign(classifier.loss))
 
-    # Distributed: lock pulls and commits on ps 0; `me` is this worker's row there.
-    lock = protocol.PsLock("dynamic_sgd_lock")
+    # Distributed: pulls and commits take turns, each holding the workers' one
+    # lock on ps 0; `me` is this worker's row in the ps's record.
+    lock = shared_lock()
     me = task.task_index
 
     # Distributed: the commit, DynSGD's rule on the ps: θ̃ ← θ̃ + Δ / (τ + 1),
@@ -142,10 +175,11 @@ def main():
             *[delta.assign(tf.zeros_like(delta)) for delta in update],
             tf.compat.v1.scatter_update(pulled_at, [me], [clock.read_value()]))
 
-    # Distributed: run each half of the exchange on the ps, inside the lock.
+    # Distributed: this worker takes the lock, pulls or commits on the ps, and
+    # gives the lock back: no other pull or commit runs in between.
     with tf.compat.v1.device(device_setter):
-        commit = lock.around(commit_ops)
-        pull = lock.around(pull_ops)
+        commit = holding(lock, commit_ops)
+        pull = holding(lock, pull_ops)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or restores the ps; the others wait for it.

@@ -63,26 +63,6 @@ def peek(queue):
     return queue.enqueue(queue.dequeue())
 
 
-class PsLock:
-    """A lock every worker shares: a mutex on ps 0. `around(build)` is an op
-    that runs `build()`'s ops holding it, for one session run: a run that
-    fails (its worker killed, a ps lost) frees it, and a restarted ps 0
-    starts with it free, so nothing has to put it in place."""
-
-    def __init__(self, name):
-        self._device = "/job:ps/task:0"
-        with tf.compat.v1.device(self._device):
-            self._mutex = tf.raw_ops.MutexV2(shared_name=name, name=name)
-
-    def around(self, build):
-        with tf.compat.v1.device(self._device):
-            lock = tf.raw_ops.MutexLock(mutex=self._mutex)
-        with tf.control_dependencies([lock]):
-            done = build()
-        with tf.control_dependencies([done]), tf.compat.v1.device(self._device):
-            return tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
-
-
 def run_in_own_graph(server, task, build, timeout=None):
     """Runs the op `build()` makes, in a graph and session of its own; with
     a `timeout` (s), for that long at most. Returns whether it ran."""

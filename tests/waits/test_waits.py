@@ -4,6 +4,7 @@ never waits silently."""
 
 import os
 import re
+import runpy
 import threading
 
 import pytest
@@ -41,10 +42,10 @@ class LockProbe(threading.Thread):
 
     def run(self):
         tf = self._tf
-        from guide.distributed.protocol import PsLock
-
+        # The script's own lock, by the script's own code.
+        script = runpy.run_path(DYNAMIC_SGD)
         with tf.Graph().as_default():
-            take_and_give_back = PsLock("dynamic_sgd_lock").around(tf.no_op)
+            take_and_give_back = script["holding"](script["shared_lock"](), tf.no_op)
             # Only ps 0: a session waits for every task it may use to answer.
             only_ps_0 = tf.compat.v1.ConfigProto(device_filters=["/job:ps/task:0"])
             with tf.compat.v1.Session(f"grpc://127.0.0.1:{self._port}",
