@@ -157,7 +157,12 @@ def main():
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or restores the centre; the others wait.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    if task.is_chief:
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
+    else:
+        scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: only the chief writes summaries; the hooks run once per
     # window, so they count T steps a run and read the last local loss.
     summary_dir = logdir if task.is_chief else None
@@ -175,7 +180,7 @@ def main():
     # Distributed: run through this task's server; only the chief saves checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=placement.session_config(task), scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
@@ -211,7 +216,7 @@ def main():
             report.evaluate_and_write(
                 session, logdir, settings, "aeamsgd", evaluation, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
-                start_step=resume.start_step, communication_window=window,
+                start_step=chief.start_step, communication_window=window,
                 rho=round(rho, 4), alpha=round(alpha, 4), momentum=args.momentum,
                 **commit_log.results(session))
     # Distributed: tell the ps this worker is done, so that it can exit.

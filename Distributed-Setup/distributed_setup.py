@@ -115,8 +115,9 @@ def main():
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the ps's variables, or resumes them.
     if task.is_chief:
-        resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
-        scaffold = resume.scaffold
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
     # Distributed: the others check the model only once the chief says ready.
     else:
         with tf.control_dependencies([wait_for(signal("chief_ready", ps_index))
@@ -170,7 +171,7 @@ def main():
             report.evaluate_and_write(
                 session, logdir, settings, "distributed-setup", classifier,
                 dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, start_step=resume.start_step)
+                ps=task.num_ps, start_step=chief.start_step)
     # Distributed: the chief says it has finished; the others wait until it has.
     if task.is_chief and task.num_workers > 1:
         run_alone(lambda: signal("chief_finished").enqueue(0))

@@ -183,7 +183,12 @@ def main():
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or restores the ps; the others wait for it.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    if task.is_chief:
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
+    else:
+        scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: only the chief writes summaries; the hooks run once per
     # window, so they count T steps a run and read the last local loss.
     summary_dir = logdir if task.is_chief else None
@@ -203,7 +208,7 @@ def main():
     # Distributed: run through this task's server; only the chief saves checkpoints.
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=placement.session_config(task), scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
@@ -243,7 +248,7 @@ def main():
             report.evaluate_and_write(
                 session, logdir, settings, "dynamic-sgd", evaluation, dataset,
                 global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
-                start_step=resume.start_step, communication_window=window,
+                start_step=chief.start_step, communication_window=window,
                 **counters.staleness_summary(commits, task.num_workers))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)

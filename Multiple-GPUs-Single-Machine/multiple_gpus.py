@@ -111,7 +111,12 @@ def between_graph(args, logdir, gpus):
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or resumes the model; the others wait.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    if task.is_chief:
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
+    else:
+        scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: only the chief writes summaries.
     summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
@@ -126,7 +131,7 @@ def between_graph(args, logdir, gpus):
     # Distributed: train through this task's server, the chief checkpointing.
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=placement.session_config(task), scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps) as session:
         # Distributed: the chief tells the other workers the model is ready.
@@ -153,7 +158,7 @@ def between_graph(args, logdir, gpus):
             report.evaluate_and_write(
                 session, logdir, settings, "multiple-gpus-single-machine",
                 classifier, dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, start_step=resume.start_step, mode="between_graph",
+                ps=task.num_ps, start_step=chief.start_step, mode="between_graph",
                 devices=[device.rsplit("/", 1)[-1]])
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)

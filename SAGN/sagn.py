@@ -154,7 +154,12 @@ def main():
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or resumes θ̃; the others wait.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    if task.is_chief:
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
+    else:
+        scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: the chief applies the averaged commits and hands out tokens.
     sync_hook = sync.SyncReplicasHook(averager, task.is_chief)
     # Distributed: count R commits of T minibatches in one global step.
@@ -179,7 +184,7 @@ def main():
     # close without waiting for the chief's blocked update thread.
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=placement.session_config(task), scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             stop_grace_period_secs=0) as session:
@@ -224,7 +229,7 @@ def main():
                 session, logdir, settings, "sagn", evaluation, dataset,
                 global_step, wall_s, train_back=False,
                 workers=task.num_workers, ps=task.num_ps,
-                start_step=resume.start_step, examples_per_step=examples_per_step,
+                start_step=chief.start_step, examples_per_step=examples_per_step,
                 communication_window=window, replicas_to_aggregate=replicas,
                 central_learning_rate=round(central_rate, 6),
                 commits=made, commits_dropped=dropped)

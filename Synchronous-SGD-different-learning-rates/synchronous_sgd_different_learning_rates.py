@@ -136,7 +136,12 @@ def main():
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or resumes the model; the others wait.
-    resume = recovery.Resume(task, global_step, logdir, os.path.basename(__file__))
+    if task.is_chief:
+        chief = recovery.ChiefStart(task, global_step, logdir,
+                                    os.path.basename(__file__))
+        scaffold = chief.scaffold
+    else:
+        scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: the chief applies the averaged updates and hands out tokens.
     sync_hook = sync.SyncReplicasHook(optimizer, task.is_chief)
     # Distributed: only the chief writes summaries, stale gradients among them.
@@ -157,7 +162,7 @@ def main():
     # close without waiting for the chief's blocked update thread.
     with tf.compat.v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=task.is_chief,
-            config=placement.session_config(task), scaffold=resume.scaffold,
+            config=placement.session_config(task), scaffold=scaffold,
             checkpoint_dir=logdir, hooks=hooks,
             save_checkpoint_steps=args.save_checkpoint_steps,
             stop_grace_period_secs=0) as session:
@@ -191,7 +196,7 @@ def main():
                 "synchronous-sgd-different-learning-rates", classifier, dataset,
                 global_step, wall_s, train_back=False,
                 workers=task.num_workers, ps=task.num_ps,
-                start_step=resume.start_step, examples_per_step=examples_per_step,
+                start_step=chief.start_step, examples_per_step=examples_per_step,
                 optimizer=args.optimizer, learning_rates=rates,
                 replicas_to_aggregate=replicas, gradients_computed=computed,
                 gradients_dropped=dropped)

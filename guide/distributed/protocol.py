@@ -4,9 +4,10 @@ TensorFlow's parameter servers never return from `server.join()`, and its
 non-chief workers poll for the chief every 30 seconds. Four pairs of
 blocking queue operations on the parameter servers replace both:
 `announce_chief_ready` / `wait_for_chief` (the examples' workers wait
-through `recovery.Resume`'s scaffold instead), `report_training_finished` /
-`wait_for_workers_to_finish`, the chief's "finished" / the other workers'
-`wait_for_chief_to_finish`, `signal_done` / `serve_until_workers_done`.
+through `recovery.scaffold_waiting_for_chief` instead),
+`report_training_finished` / `wait_for_workers_to_finish`, the chief's
+"finished" / the other workers' `wait_for_chief_to_finish`, `signal_done` /
+`serve_until_workers_done`.
 Every signal is a state, not a message used up: a queue that holds a token
 once it is given, read by `peek`, so a task that starts late or again reads
 the same state, and one that signals twice just adds a token.
@@ -88,7 +89,7 @@ def chief_ready(task):
 
 def announce_chief_ready(server, task):
     """Chief: tell every other worker that the variables are initialised
-    (`recovery.Resume` says it again to a restarted ps)."""
+    (`recovery.ChiefStart` says it again to a restarted ps)."""
     if task.num_workers > 1:
         run_in_own_graph(server, task, lambda: tf.group(
             *[signal.enqueue(0) for signal in chief_ready(task)]))

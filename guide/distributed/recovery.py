@@ -15,16 +15,16 @@ class _ResumingSaver(tf.compat.v1.train.Saver):
     servers have lost the model. When only the chief restarted, the ps holds
     a newer one, which the other workers kept training."""
 
-    def __init__(self, resume, **kwargs):
+    def __init__(self, chief_start, **kwargs):
         super().__init__(**kwargs)
-        self._resume = resume
+        self._chief_start = chief_start
 
     def restore(self, sess, save_path):
-        if self._resume.model_on_ps(sess):
-            return self._resume.carry_on(sess, "the parameter servers' "
-                                               "current values")
+        if self._chief_start.model_on_ps(sess):
+            return self._chief_start.carry_on(sess, "the parameter servers' "
+                                                    "current values")
         super().restore(sess, save_path)
-        return self._resume.carry_on(sess, f"checkpoint {save_path}")
+        return self._chief_start.carry_on(sess, f"checkpoint {save_path}")
 
 
 class SessionsRecreatedTooOften(Failure):
@@ -115,35 +115,45 @@ def recover_from_duplicate_requests():
     base._Callable.__call__ = _duplicates_aborted(base._Callable.__call__)
 
 
-class Resume:
-    """The MonitoredTrainingSession `scaffold` that makes restarts work, and
-    the global step this run's first session started from (`start_step`).
-    Make it once the graph is built; `task` is None in a single process.
+def _say_and_recover_when_sessions_are_recreated():
+    """What every task of a cluster does, chief or not: says in its log when
+    MonitoredSession recreates its session, with the error, and recovers
+    from a request that reached a worker twice as from a lost one."""
+    say_when_sessions_are_recreated()
+    recover_from_duplicate_requests()
 
-    Chief: claims `logdir` for `script`; a restarted chief carries on from
-    the parameter servers' values when they still hold the model, else from
-    the last checkpoint, saying which; every session after its first gives
-    the `chief_ready` signal again (on every ps: a restarted one lost it).
-    Non-chief: every session first waits for that signal, instead of
-    TensorFlow's 30-second poll for the chief. Every task says in its log
-    when MonitoredSession recreates its session, with the error, and
-    recovers from a request that reached a worker twice as from a lost one.
+
+def scaffold_waiting_for_chief(task):
+    """The MonitoredTrainingSession `scaffold` of a worker other than the
+    chief: every session it makes first waits for the chief's `chief_ready`
+    signal on every ps, instead of TensorFlow's 30-second poll for the
+    chief, and only then checks the model and initialises its local
+    variables. A ps that restarted lost the signal, so the worker waits
+    again until the chief has put the model back on it."""
+    _say_and_recover_when_sessions_are_recreated()
+    with tf.control_dependencies([peek(signal) for signal in chief_ready(task)]):
+        ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
+            tf.compat.v1.global_variables())
+    return tf.compat.v1.train.Scaffold(
+        ready_for_local_init_op=ready_for_local_init)
+
+
+class ChiefStart:
+    """The chief's start-up: `scaffold`, the MonitoredTrainingSession
+    scaffold whose first session initialises the model on the parameter
+    servers, or restores it, and `start_step`, the global step this run's
+    first session started from. Make it once the graph is built; `task` is
+    None in a single process.
+
+    Claims `logdir` for `script`. A restarted chief carries on from the
+    parameter servers' values when they still hold the model, else from the
+    last checkpoint, saying which; every session after its first gives the
+    `chief_ready` signal again (on every ps: a restarted one lost it).
     """
 
     def __init__(self, task, global_step, logdir, script):
         self.start_step = 0
-        say_when_sessions_are_recreated()
-        recover_from_duplicate_requests()
-        if task is not None and not task.is_chief:
-            # Check (and then initialise the local variables) only once the
-            # chief has said the model is on every ps.
-            with tf.control_dependencies([peek(signal)
-                                          for signal in chief_ready(task)]):
-                ready_for_local_init = tf.compat.v1.report_uninitialized_variables(
-                    tf.compat.v1.global_variables())
-            self.scaffold = tf.compat.v1.train.Scaffold(
-                ready_for_local_init_op=ready_for_local_init)
-            return
+        _say_and_recover_when_sessions_are_recreated()
         logdirs.claim(logdir, script)
         self._global_step = global_step
         self._uninitialized = tf.compat.v1.report_uninitialized_variables(
