@@ -148,6 +148,13 @@ def main():
     release_waiters = sync.release_token_waiters(averager, global_step, task)
     # Distributed: count the commits left unused in the accumulator.
     left_over = sync.pending_gradient_count(accumulator_of=central.hidden_weights)
+
+    # The round protocol (README.md): round L is each worker's commit to
+    # global step L and the update that averages them. A worker that has
+    # committed waits for that update, tells the others on ps 0 it reached
+    # round L, and waits until all have said so before it pulls. R = W needs
+    # it: the optimizer counts commits, not workers, so a fast worker could
+    # otherwise take a slow one's token and commit twice to one round.
     # Distributed: with R = W, meet the other workers after each commit.
     barrier = (sync.step_barrier(task, averager, args.train_steps, commits)
                if replicas == task.num_workers else None)
@@ -202,7 +209,7 @@ def main():
                     session, local_step, classifier.feed(batch_images, batch_labels))
             # Distributed: send the commit and wait for the synchronous update.
             session.run(commit)
-            # Distributed: with R = W, wait until every worker has committed.
+            # Distributed: with R = W, wait until every worker has reached this round.
             if barrier is not None:
                 monitored.run_without_hooks(session, barrier)
             # Distributed: start the next window from the updated central copy.
