@@ -62,13 +62,9 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report ---
-        settings = dict(
-            dataset=args.dataset, train_steps=args.train_steps,
-            batch_size=args.batch_size, learning_rate=args.learning_rate,
-            seed=args.seed, validation=args.validation)
         report.evaluate_and_write(
-            session, logdir, settings, "non-distributed_setup", classifier,
-            dataset, global_step, wall_s, workers=1, ps=0)
+            session, logdir, flags.run_settings(args), "non-distributed_setup",
+            classifier, dataset, global_step, wall_s, workers=1, ps=0)
 
 
 if __name__ == "__main__":

@@ -61,8 +61,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -191,16 +191,12 @@ def main():
         # Distributed: only the chief evaluates θ̃, and keeps its own copy θ.
         if task.is_chief:
             report.save_local_copy(session, local.variables, logdir)
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "aeasgd", evaluation, dataset,
-                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
-                start_step=chief.start_step, communication_window=window,
-                rho=round(rho, 4), alpha=round(alpha, 4),
-                **commit_log.results(session))
+                session, logdir, flags.run_settings(args), "aeasgd", evaluation,
+                dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, start_step=chief.start_step,
+                communication_window=window, rho=round(rho, 4),
+                alpha=round(alpha, 4), **commit_log.results(session))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

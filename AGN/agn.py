@@ -56,8 +56,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -181,14 +181,11 @@ def main():
         # --- Evaluate and report: the central copy (the chief only) ---
         # Distributed: only the chief evaluates θ̃, and reports T and the commits.
         if task.is_chief:
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "agn", evaluation, dataset, global_step,
-                wall_s, workers=task.num_workers, ps=task.num_ps,
-                start_step=chief.start_step, communication_window=window,
+                session, logdir, flags.run_settings(args), "agn", evaluation,
+                dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, start_step=chief.start_step,
+                communication_window=window,
                 central_learning_rate=round(central_rate, 6),
                 **commit_log.results(session))
     # Distributed: tell the ps this worker is done, so that it can exit.

@@ -50,8 +50,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: let a ps see only itself, a worker the ps and itself.
@@ -164,13 +164,9 @@ def main():
         # --- Evaluate and report (the chief only) ---
         # Distributed: only the chief evaluates and writes the result.
         if task.is_chief:
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "distributed-setup", classifier,
-                dataset, global_step, wall_s, workers=task.num_workers,
+                session, logdir, flags.run_settings(args), "distributed-setup",
+                classifier, dataset, global_step, wall_s, workers=task.num_workers,
                 ps=task.num_ps, start_step=chief.start_step)
     # Distributed: the chief says it has finished; the others wait until it has.
     if task.is_chief and task.num_workers > 1:

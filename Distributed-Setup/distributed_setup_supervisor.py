@@ -41,8 +41,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: name every task, and run this task's server in the cluster.
@@ -126,14 +126,10 @@ def main():
         if task.is_chief:
             supervisor.saver.save(session, supervisor.save_path,
                                   global_step=global_step)
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "distributed-setup-supervisor",
-                classifier, dataset, global_step, wall_s,
-                workers=task.num_workers, ps=task.num_ps)
+                session, logdir, flags.run_settings(args),
+                "distributed-setup-supervisor", classifier, dataset, global_step,
+                wall_s, workers=task.num_workers, ps=task.num_ps)
     # Distributed: signal "done" to every ps, so that it can exit.
     protocol.signal_done(server, task)
 

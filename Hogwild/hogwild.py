@@ -44,8 +44,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -120,14 +120,10 @@ def main():
         # --- Evaluate and report (the chief only) ---
         # Distributed: only the chief evaluates, and names the cluster in its result.
         if task.is_chief:
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "hogwild", classifier, dataset,
-                global_step, wall_s, workers=task.num_workers, ps=task.num_ps,
-                start_step=chief.start_step)
+                session, logdir, flags.run_settings(args), "hogwild", classifier,
+                dataset, global_step, wall_s, workers=task.num_workers,
+                ps=task.num_ps, start_step=chief.start_step)
     # Distributed: tell every ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

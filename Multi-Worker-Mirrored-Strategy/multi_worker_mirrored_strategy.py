@@ -50,8 +50,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every worker joins one allreduce; there is no ps ---
     # Distributed: join the other workers, one replica each, and sum over them
@@ -196,13 +196,9 @@ def main():
         if curve.every:
             curve.write()
         test_loss, test_accuracy = test_loss_and_accuracy()
-        settings = dict(
-            dataset=args.dataset, train_steps=args.train_steps,
-            batch_size=args.batch_size, learning_rate=args.learning_rate,
-            seed=args.seed, validation=args.validation)
         report.write_result(
-            logdir, settings, "multi-worker-mirrored-strategy", step, test_loss,
-            test_accuracy, wall_s, workers=task.num_workers, ps=0,
+            logdir, flags.run_settings(args), "multi-worker-mirrored-strategy",
+            step, test_loss, test_accuracy, wall_s, workers=task.num_workers, ps=0,
             start_step=start_step, examples_per_step=global_batch)
 
 

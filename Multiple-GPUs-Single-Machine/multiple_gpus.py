@@ -70,8 +70,8 @@ def between_graph(args, logdir, gpus):
                                   args.job_name, args.task_index)
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -151,14 +151,11 @@ def between_graph(args, logdir, gpus):
         # --- Evaluate and report (the chief only) ---
         # Distributed: only the chief evaluates, and reports the device it computed on.
         if task.is_chief:
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings, "multiple-gpus-single-machine",
-                classifier, dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, start_step=chief.start_step, mode="between_graph",
+                session, logdir, flags.run_settings(args),
+                "multiple-gpus-single-machine", classifier, dataset, global_step,
+                wall_s, workers=task.num_workers, ps=task.num_ps,
+                start_step=chief.start_step, mode="between_graph",
                 devices=[device.rsplit("/", 1)[-1]])
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
@@ -238,14 +235,10 @@ def towers(args, logdir, gpus):
         wall_s = time.perf_counter() - start
 
         # Distributed: report the towers and the devices they ran on.
-        settings = dict(
-            dataset=args.dataset, train_steps=args.train_steps,
-            batch_size=args.batch_size, learning_rate=args.learning_rate,
-            seed=args.seed, validation=args.validation)
         report.evaluate_and_write(
-            session, logdir, settings, "multiple-gpus-single-machine", classifier,
-            dataset, global_step, wall_s, workers=1, ps=0, mode="in_graph",
-            towers=count, devices=used)
+            session, logdir, flags.run_settings(args),
+            "multiple-gpus-single-machine", classifier, dataset, global_step,
+            wall_s, workers=1, ps=0, mode="in_graph", towers=count, devices=used)
 
 
 # Distributed: check where each tower really ran, not where it was asked to.

@@ -183,13 +183,10 @@ def coordinate(args, logdir, resolver, dataset, task):
     tf.train.Checkpoint(variables=mlp.variables, global_step=global_step).save(
         os.path.join(logdir, "model.ckpt"), options=tf.train.CheckpointOptions(
             experimental_io_device="/job:chief/replica:0/task:0/device:CPU:0"))
-    settings = dict(
-        dataset=args.dataset, train_steps=args.train_steps,
-        batch_size=args.batch_size, learning_rate=args.learning_rate,
-        seed=args.seed, validation=args.validation)
     report.write_result(
-        logdir, settings, "parameter-server-strategy", int(global_step.numpy()),
-        test_loss, test_accuracy, wall_s, workers=task.num_workers, ps=task.num_ps)
+        logdir, flags.run_settings(args), "parameter-server-strategy",
+        int(global_step.numpy()), test_loss, test_accuracy, wall_s,
+        workers=task.num_workers, ps=task.num_ps)
 
 
 if __name__ == "__main__":

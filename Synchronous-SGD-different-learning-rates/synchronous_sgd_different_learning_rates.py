@@ -77,8 +77,8 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        dataset = data.load(args.dataset, args.data_dir, args.seed, args.validation)
-        return evaluator.run(logdir, dataset, args.train_steps)
+        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
+            args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -187,19 +187,14 @@ def main():
         if task.is_chief:
             computed, dropped = gradients_computed.read_with_dropped(
                 session, global_step, left_over, replicas)
-            settings = dict(
-                dataset=args.dataset, train_steps=args.train_steps,
-                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed, validation=args.validation)
             report.evaluate_and_write(
-                session, logdir, settings,
+                session, logdir, flags.run_settings(args),
                 "synchronous-sgd-different-learning-rates", classifier, dataset,
-                global_step, wall_s, train_back=False,
-                workers=task.num_workers, ps=task.num_ps,
-                start_step=chief.start_step, examples_per_step=examples_per_step,
-                optimizer=args.optimizer, learning_rates=rates,
-                replicas_to_aggregate=replicas, gradients_computed=computed,
-                gradients_dropped=dropped)
+                global_step, wall_s, train_back=False, workers=task.num_workers,
+                ps=task.num_ps, start_step=chief.start_step,
+                examples_per_step=examples_per_step, optimizer=args.optimizer,
+                learning_rates=rates, replicas_to_aggregate=replicas,
+                gradients_computed=computed, gradients_dropped=dropped)
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

@@ -48,3 +48,24 @@ def test_a_model_that_went_back_after_training_is_not_reported(tmp_path):
                                   Classifier(), dataset, global_step, 1.0,
                                   workers=2, ps=1)
         assert "steps_lost" not in read_result(tmp_path)
+
+
+def test_a_result_records_the_flags_that_say_what_the_run_trained(tmp_path):
+    """Every script hands the report `flags.run_settings(args)`: the
+    result records those flags' values as parsed, defaults resolved."""
+    from guide.training import flags, report
+
+    parser = flags.make_parser("An example.", "example.py",
+                               train_steps=flags.ByDataset(synthetic=30, real=60))
+    args = flags.parse(parser, ["--dataset", "mnist", "--batch_size", "50",
+                                "--learning_rate", "0.1", "--seed", "3",
+                                "--validation"])
+    fields = report.write_result(str(tmp_path), flags.run_settings(args),
+                                 "hogwild", 60, 0.5, 0.9, 2.0, workers=2, ps=1)
+    assert read_result(tmp_path) == fields
+    assert {name: fields[name] for name in ("dataset", "train_steps",
+                                             "batch_size", "learning_rate",
+                                             "seed", "evaluated_on")} == {
+        "dataset": "mnist", "train_steps": 60, "batch_size": 50,
+        "learning_rate": 0.1, "seed": 3, "evaluated_on": "validation"}
+    assert fields["examples"] == 60 * 50

@@ -191,6 +191,17 @@ def parse(parser, argv=None):
     return args
 
 
+# The flags that say what a run trained: the settings its result records.
+RUN_SETTINGS = ("dataset", "train_steps", "batch_size", "learning_rate", "seed",
+                "validation")
+
+
+def run_settings(args):
+    """{name: value} of the RUN_SETTINGS flags in `args`, as `parse` returned
+    them: what `report.write_result` records of the run."""
+    return {name: getattr(args, name) for name in RUN_SETTINGS}
+
+
 def run_main(main):
     """Runs `main()` and ends the process with its exit code: main's own
     (None is 0), 2 after one line for a UsageError, a Failure's own after
