@@ -19,7 +19,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
-	test-waits test-sessions test-users-path test-load test-recovery clean
+	test-waits test-sessions test-users-path test-load test-recovery test-network clean
 
 venv: $(VENV)/.installed
 
@@ -44,14 +44,22 @@ tools:
 		apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
 
 # Three test processes: on two cores a run's tasks mostly wait on each other.
-# The restart tests have a target of their own, to keep this one short.
+# The restart tests and the network's have targets of their own, to keep
+# this one short.
+NETWORK_TESTS := tests/test_traffic.py tests/test_hosts.py tests/test_network.py
 test: lint tools
-	$(PY) -m pytest -n 3 --ignore=tests/test_recovery.py
+	$(PY) -m pytest -n 3 --ignore=tests/test_recovery.py \
+		$(foreach file,$(NETWORK_TESTS),--ignore=$(file))
 
 # Not part of `make test` (about a minute and a half): tasks killed and
 # restarted, on separate disks (tests/test_recovery.py).
 test-recovery: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/test_recovery.py
+
+# Not part of `make test` (about a minute): the job's network namespaces,
+# a host and a disk per task, and the bytes on the wire against the graph's.
+test-network: venv tools
+	$(PY) -m pytest -p no:cacheprovider -n 3 $(NETWORK_TESTS)
 
 # Not part of `make test`: 30 back-to-back runs of each synchronous example,
 # then 30 more of 200 steps each with the job held to half a CPU (needs root).

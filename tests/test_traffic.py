@@ -73,7 +73,7 @@ def test_measured_bytes_per_step_match_the_graph(run_dir, folder, mode):
                ["bash", os.path.join(REPO, folder, "run.sh")])
     # No checkpoint and no test evaluation within the run: each reads the
     # whole model from the ps, which is traffic of its own.
-    result = run(command + ["--network", mode, "--train_steps", "600",
+    result = run(command + ["--network", mode, "--train_steps", "400",
                             "--log_every", "10", "--save_checkpoint_steps",
                             "100000", "--eval_every", "100000",
                             "--logdir", str(logdir)], timeout=180)
