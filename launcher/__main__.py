@@ -13,7 +13,7 @@ import sys
 
 from . import PROG, contract, network, reaping
 from .forking import LAUNCHER, PRELOAD, fork_mode
-from .job import Launcher, Terminated, died, say
+from .job import EXIT_TIMEOUT, Launcher, Terminated, died, say
 from .options import (
     LaunchError,
     check_tensorflow,
@@ -50,13 +50,18 @@ def main(argv):
         make_logs(logdir)
         # Once, before the job's namespace exists: in a private network the
         # tasks have no route out, to fetch their data for instance.
-        prepared = 0 if network.inside() else contract.prepare(
-            declared, script, full_args, options.timeout)
+        try:
+            prepared = 0 if network.inside() else contract.prepare(
+                declared, script, full_args, options.timeout)
+        except KeyboardInterrupt:  # subprocess.run has stopped the step
+            say("interrupted during the preparation step")
+            return 130
+        if prepared is None:
+            say(f"the preparation step of {script} did not end within "
+                f"--timeout {options.timeout:g} s")
+            return EXIT_TIMEOUT
         if prepared != 0:
-            if prepared is None:
-                say(f"the preparation step of {script} did not end within "
-                    f"--timeout {options.timeout:g} s")
-            elif prepared != 2:  # 2: it rejected its input and said why
+            if prepared != 2:  # 2: it rejected its input and said why
                 say(f"the preparation step of {script} {died(prepared)}")
             return 2 if prepared == 2 else 1
         options.chief_disk = declared.chief_disk

@@ -11,8 +11,8 @@ type of its own, `launch`), anywhere in the script:
 
 - prepare: arguments for the launcher's Python, run once before any task
   starts, outside the job's network, followed by the script's path and
-  flags: for instance to check the --logdir and fetch the data set, which
-  the tasks cannot do from a private network. Exit code 2 means bad input:
+  flags: for instance to fetch the data set, which the tasks cannot do
+  from a private network. Exit code 2 means bad input:
   the step has said why on stderr, and the launcher exits 2.
 - progress: a file the chief appends one JSON object to as it trains, in
   its --logdir: {"global_step": N, "time": T}, T being time.monotonic()
@@ -57,9 +57,19 @@ class Contract:
 
 def read(script):
     """The Contract `script` declares (an empty one if it has no block)."""
-    with open(script, encoding="utf-8") as stream:
-        blocks = list(BLOCK.finditer(stream.read()))
+    try:
+        with open(script, encoding="utf-8") as stream:
+            text = stream.read()
+    except UnicodeDecodeError:
+        raise ContractError(f"{script} is not UTF-8 text; the launcher reads "
+                            f"its launch block from it") from None
+    blocks = list(BLOCK.finditer(text))
     if not blocks:
+        if re.search(r"(?m)^# /// launch\b", text):
+            raise ContractError(
+                f"{script} opens a '# /// launch' block that does not parse: "
+                f"each of its lines must start with '# ' (or be '#'), and it "
+                f"must end with a line '# ///'; see docs/launcher.md")
         return Contract()
     if len(blocks) > 1:
         raise ContractError(f"{script} has {len(blocks)} '# /// launch' "
@@ -103,7 +113,7 @@ def prepare(contract, script, script_args, timeout):
                                *script_args], stdin=subprocess.DEVNULL,
                               timeout=timeout, check=False).returncode
     except subprocess.TimeoutExpired:
-        return None
+        return None  # subprocess.run has killed it
     except OSError as error:
         raise ContractError(f"cannot run {script}'s preparation step with "
                             f"{sys.executable}: {error.strerror}") from None

@@ -62,6 +62,13 @@ def process_age(pid):
     return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
 
 
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def between(readings, moment):
     """The counters at `moment`, interpolated between the readings
     [(time, counters)] around it (the nearest one outside them)."""
@@ -93,7 +100,13 @@ class Traffic:
         self.readings = collections.deque(maxlen=KEPT)
         self.first = self.last = None  # (global step, counters)
         self.since = time.monotonic()  # records before this are not ours
-        self.offset = 0  # how far the progress file has been read
+        # How far the progress file has been read: what an earlier run in the
+        # same logdir wrote is not this one's (nor are its times, after a
+        # reboot, comparable).
+        self.offset = _size(self.progress) if self.progress else 0
+        # Nor is an earlier run's report.
+        if os.path.exists(os.path.join(logdir, REPORT)):
+            os.remove(os.path.join(logdir, REPORT))
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.sampler = None
@@ -119,6 +132,8 @@ class Traffic:
         """Takes the counters at the time of each new progress record."""
         if not self.readings:
             return
+        if _size(self.progress) < self.offset:
+            self.offset = 0  # a new file: a restarted chief's on an empty disk
         try:
             with open(self.progress, "rb") as stream:
                 stream.seek(self.offset)
@@ -144,9 +159,10 @@ class Traffic:
         self.stopping.set()
         if self.sampler is not None:
             self.sampler.join()
+            self.readings.append((time.monotonic(), counters()))
             self.read_records()
         timeline = {}
-        if self.result and os.path.exists(self.result):
+        if self.fresh_result():
             timeline["launch_to_result_s"] = round(
                 os.path.getmtime(self.result) - self.launched, 2)
         network = self.measure() if self.sampler is not None else None
@@ -161,10 +177,16 @@ class Traffic:
         os.replace(path + ".new", path)
         if not network:
             return None
+        per_example = network.get("bytes_per_example")
         return (f"{network['bytes']:,} bytes on the wire over "
-                f"{network['steps']:,} steps, "
-                f"{network.get('bytes_per_example', '?'):,} per example "
+                f"{network['steps']:,} steps"
+                f"{f', {per_example:,} per example' if per_example else ''} "
                 f"({network['measured_on']}; {REPORT})")
+
+    def fresh_result(self):
+        """Whether the chief wrote its result file during this launch."""
+        return bool(self.result) and os.path.exists(self.result) and \
+            os.path.getmtime(self.result) >= self.launched
 
     def measure(self):
         """The "network" section: the bytes sent between the first and the
@@ -201,6 +223,8 @@ class Traffic:
         return network
 
     def examples_per_step(self):
+        if not self.fresh_result():
+            return None
         try:
             with open(self.result) as stream:
                 result = json.load(stream)

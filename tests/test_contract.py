@@ -13,13 +13,14 @@ LAUNCH_S = 180
 
 
 def declaring(tmp_path, fields):
-    """A copy of fake_task.py whose launch block is `fields`' lines."""
+    """A copy of fake_task.py whose launch block is `fields`' lines (no
+    block at all for none)."""
     text = open(FAKE).read()
     start = text.index("# /// launch\n")
-    end = text.index("# ///\n", start + 1)
+    end = text.index("# ///\n", start + 1) + len("# ///\n")
+    block = "".join(f"# {line}\n" for line in ["/// launch", *fields, "///"])
     copy = tmp_path / "my_task.py"
-    copy.write_text(text[:start] + "# /// launch\n" +
-                    "".join(f"# {line}\n" for line in fields) + text[end:])
+    copy.write_text(text[:start] + (block if fields else "") + text[end:])
     return str(copy)
 
 
@@ -82,3 +83,42 @@ def test_traffic_takes_the_counters_at_each_records_time(tmp_path, monkeypatch):
     network = measured.measure()
     assert (network["bytes"], network["steps"]) == (2000, 10)
     assert network["bytes_per_example"] == 2  # 100 examples a step
+
+
+@pytest.mark.parametrize("block, words", [
+    ("# /// launch\n#prepare = []\n# ///\n", "does not parse"),
+    ("# /// launch\n# result = \"result.json\"\n", "does not parse"),
+])
+def test_a_launch_block_that_does_not_parse_is_refused_not_ignored(
+        run_dir, tmp_path, block, words):
+    script = tmp_path / "mine.py"
+    script.write_text("import sys\n" + block)
+    result = run([*LAUNCHER, "--", str(script), "--logdir", str(run_dir / "run")],
+                 timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert words in line, line
+
+
+def test_an_earlier_runs_progress_and_report_are_not_this_ones(tmp_path):
+    """A reused logdir: the old records, result and launch.json count for
+    nothing; a restarted chief's new, shorter file is read from its start."""
+    from launcher import traffic
+
+    (tmp_path / "progress.jsonl").write_text(
+        '{"global_step": 1, "time": 1e12}\n{"global_step": 9, "time": 2e12}\n')
+    (tmp_path / "launch.json").write_text("{}")
+    (tmp_path / "result.json").write_text('{"global_step": 9, "examples": 9}')
+    os.utime(tmp_path / "result.json", (0, 0))
+    measured = traffic.Traffic({"job": "lo"}, str(tmp_path), "progress.jsonl",
+                               "result.json")
+    assert not (tmp_path / "launch.json").exists()
+    measured.since = 0.0
+    measured.readings.append((0.0, {"lo": (0, 0)}))
+    measured.read_records()
+    assert measured.first is None
+    assert measured.finish() is None  # nothing measured, and no stale timeline
+    assert not (tmp_path / "launch.json").exists()
+    (tmp_path / "progress.jsonl").write_text('{"global_step": 3, "time": 1.0}\n')
+    measured.read_records()
+    assert measured.first[0] == 3

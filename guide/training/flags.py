@@ -242,10 +242,11 @@ def _is_a_ps():
 def _end_now(code):
     """Ends the process without the interpreter's teardown, which takes a
     process that has loaded TensorFlow seconds (3 s of a 10-step Hogwild
-    worker's life, measured), after what Python's own exit would keep:
-    the exit handlers run, TensorFlow's summary files are closed and the
-    output is flushed. Every task has done its part by now: a worker has
-    told each ps it is done, and a ps has heard every worker say so."""
+    worker's life, measured). Before that, the exit handlers run,
+    TensorFlow's summary files are closed and the output is flushed; what
+    this skips is what the scripts do not leave: file objects still open
+    (their buffers would be lost) and threads that are not daemons (they
+    would not be waited for). A worker has told each ps it is done by now."""
     tensorflow = sys.modules.get("tensorflow")
     if tensorflow is not None:
         tensorflow.compat.v1.summary.FileWriterCache.clear()
