@@ -64,7 +64,6 @@ def main(argv):
             if prepared != 2:  # 2: it rejected its input and said why
                 say(f"the preparation step of {script} {died(prepared)}")
             return 2 if prepared == 2 else 1
-        options.chief_disk = declared.chief_disk
         # The same --logdir inside a namespace, where our pid is another.
         job_network = network.choose(
             options.network, task_count(options),

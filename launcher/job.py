@@ -102,7 +102,6 @@ class Launcher:
         self.reported = set()
 
     def start(self):
-        self.started_at = time.time()
         roles, ports, cluster = layout(self.options, self.network.host)
         self.traffic = traffic.for_job(self.measured and self.network, roles,
                                        self.options, self.logdir, self.contract)
@@ -136,7 +135,8 @@ class Launcher:
             self.tasks.append(Task(
                 job, index, command, env, log_path, self.network.namespace(number),
                 self.fork, self.namespace,
-                self.network.disk(self.logdir, job, index, self.options)))
+                self.network.disk(self.logdir, job, index, self.options,
+                                  self.contract.chief_disk)))
         for task in self.tasks:
             self.read(task)
         self.traffic.start()
@@ -297,11 +297,7 @@ class Launcher:
         chief ended without writing it. A chief that exits 0 without it
         stopped on an error its MonitoredTrainingSession swallowed (the
         session's exit hides OutOfRangeError, which a closed queue raises)."""
-        if not self.contract.result:
-            return False
-        path = os.path.join(self.logdir, self.contract.result)
-        return not (os.path.exists(path)
-                    and os.path.getmtime(path) >= self.started_at)
+        return bool(self.contract.result) and not self.traffic.fresh_result()
 
     def timed_out(self):
         """Aborts every task, each of which writes its Python stack to its

@@ -239,9 +239,10 @@ class Network:
         task `number`'s traffic (traffic.py)."""
         return "lo"
 
-    def disk(self, logdir, job, index, options):
+    def disk(self, logdir, job, index, options, chief_disk=()):
         """The disk task job:index sees its `logdir` on (disks.Disk), or
-        None for the machine's own file system."""
+        None for the machine's own file system; `chief_disk`: the task types
+        the script says share the chief's (contract.py)."""
         return None
 
 
@@ -291,9 +292,9 @@ class Hosts(Network):
     def link(self, number):
         return f"t{number}"
 
-    def disk(self, logdir, job, index, options):
+    def disk(self, logdir, job, index, options, chief_disk=()):
         return disks.for_task(logdir, job, index, options.coordinator,
-                              options.disk_on_restart, options.chief_disk)
+                              options.disk_on_restart, chief_disk)
 
 
 def enter(namespace_fd, kind=CLONE_NEWNET):

@@ -184,7 +184,8 @@ class Traffic:
                 f"({network['measured_on']}; {REPORT})")
 
     def fresh_result(self):
-        """Whether the chief wrote its result file during this launch."""
+        """Whether the chief wrote its result file during this launch (not
+        one an earlier run left in the logdir)."""
         return bool(self.result) and os.path.exists(self.result) and \
             os.path.getmtime(self.result) >= self.launched
 
