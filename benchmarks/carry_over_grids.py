@@ -12,10 +12,15 @@ SCRIPTS = {"AGN": "AGN/run.sh", "SAGN": "SAGN/run.sh", "AEASGD": "AEASGD/run.sh"
            "Synchronous-SGD": "Synchronous-SGD/run.sh",
            "Multi-Worker-Mirrored-Strategy": "Multi-Worker-Mirrored-Strategy/run.sh",
            "Dynamic-SGD": "Dynamic-SGD/run.sh", "DOWNPOUR": "DOWNPOUR/run.sh"}
-# Patches that add a knob to a scheme's script, applied in a scratch copy;
-# None: the scripts as committed, under a name that keeps their runs apart
-# from those of the defaults before them.
-VARIANTS = {"local_rate": "benchmarks/carry_over_local_rate.patch", "rule": None}
+# Variants run in a scratch copy of the repository at HEAD, under a name that
+# keeps their runs apart from those of the defaults before them. "rule": the
+# scripts as committed.
+VARIANTS = ("rule",)
+# Variants that can no longer run here, and the last commit they can run at.
+# "local_rate" was a patch giving AGN's and SAGN's local steps a rate of
+# their own (--local_learning_rate); the scripts have since given their
+# commits one instead (--central_learning_rate), and the patch no longer applies.
+RETIRED_VARIANTS = {"local_rate": "e958ad0"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Run:
     workers: int = 2
     window: int | None = None  # None: the example's default
     flags: tuple = ()
-    variant: str | None = None  # a key of VARIANTS
+    variant: str | None = None  # in VARIANTS or RETIRED_VARIANTS
     split: str = "validation"  # or "test", for the one final measurement
 
     @property
