@@ -1,7 +1,7 @@
 """A data set harder than MNIST, of MNIST's shape, made from MNIST without
 downloads: to check that defaults chosen on MNIST carry over.
 
-    python benchmarks/harder_data.py SOURCE_DIR OUT_DIR [--seed 0]
+    python experiments/carry-over/harder_data.py SOURCE_DIR OUT_DIR [--seed 0]
 
 SOURCE_DIR holds MNIST's four IDX `.gz` files; OUT_DIR gets four files of the
 same names and format, which any example reads with `--dataset mnist
@@ -27,7 +27,7 @@ import numpy as np
 IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 NUM_CLASSES = 10
-# --validation's held-out share (guide/data.py): its labels stay clean.
+# --validation's held-out share (guide/training/data.py): its labels stay clean.
 HELD_OUT = 5000
 
 

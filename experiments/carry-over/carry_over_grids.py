@@ -1,6 +1,6 @@
 """The grids carry_over.py runs: each a list of runs of (example, flags,
 data set, seed, workers, window), named for the question it answers, in the
-order they were asked. Their results are in results/carry_over/.
+order they were asked. Their results are in results/.
 """
 
 import dataclasses

@@ -2,17 +2,18 @@
 workers, window) on validation splits and tables each run beside the
 baseline's on the same data and seed.
 
-    python benchmarks/carry_over.py --grid today --data mnist=../shared/data/mnist \\
-        --data harder=/tmp/harder-mnist --data dense=/tmp/dense-mnist
+    python experiments/carry-over/carry_over.py --grid today \\
+        --data mnist="$HOME/data/mnist" --data harder=/tmp/harder-mnist \\
+        --data dense=/tmp/dense-mnist
 
-`harder` and `dense` are made by `benchmarks/harder_data.py` (MNIST with
+`harder` and `dense` are made by `harder_data.py`, beside this script (MNIST with
 lowered contrast, occlusion, pixel noise and a fifth of its training labels
 changed; `dense` adds `--background 0.3 --contrast 1`, a grey background
 that makes the inputs about twice as large as MNIST's, and so the largest
 stable rate smaller). Every run is `--validation` (the last 5,000 training images; the
 test sets are never looked at) unless the grid says `test`, runs under
 `nice -n 19` with a timeout, and its logdir goes under `--scratch`, outside
-the repository. A run already in `results/carry_over/runs.json` is not run
+the repository. A run already in `results/runs.json` (beside this script) is not run
 again (`--rerun` to force), so grids add up. Runs of a variant run in a
 copy of the repository (`git archive HEAD`, under `--scratch`). The grids
 with `local_rate` runs needed a patch that no longer applies: asked for
@@ -40,8 +41,9 @@ from carry_over_grids import (
     SCRIPTS,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(REPO, "benchmarks", "results", "carry_over")
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+RESULTS = os.path.join(HERE, "results")
 # The RESULT fields on staleness that runs.json keeps, where a scheme has them.
 STALENESS = ("mean_staleness", "staleness_histogram", "mean_commit_scale")
 
@@ -173,13 +175,13 @@ def table(records):
     baselines = {(r["data"], r["seed"], r["split"]): r
                  for r in records if r["example"] == BASELINE and not r["flags"]}
     lines = ["# Carry-over grid", "",
-             "Written by `benchmarks/carry_over.py`. Validation accuracy (the "
+             "Written by `carry_over.py`. Validation accuracy (the "
              "last 5,000 training images) unless the split says test; "
              "Δ = the run minus the baseline (`Non-Distributed_Setup.py`, "
              "defaults) on the same data, seed and split, in points. "
              "*Late*: the mean of the run's last three checkpoints, which "
              "span its last tenth (`late_accuracy.py`). "
-             "`harder`: `benchmarks/harder_data.py --seed 0`.", ""]
+             "`harder`: `harder_data.py --seed 0`.", ""]
     groups = sorted({(r["data"], r["split"]) for r in records})
     for data, split in groups:
         lines += [f"## {data}, {split}", "",
@@ -219,7 +221,7 @@ def main(argv=None):
     parser.add_argument("--data", action="append", required=True,
                         type=lambda text: tuple(text.split("=", 1)),
                         help="NAME=FOLDER of four IDX .gz files: mnist, and "
-                             "the outputs of benchmarks/harder_data.py "
+                             "the outputs of harder_data.py "
                              "(repeatable)")
     parser.add_argument("--scratch", default="/tmp/carry_over",
                         help="logdirs, logs and patched copies, outside the repo")
