@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import late_accuracy
@@ -46,6 +47,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 RESULTS = os.path.join(HERE, "results")
 # The RESULT fields on staleness that runs.json keeps, where a scheme has them.
 STALENESS = ("mean_staleness", "staleness_histogram", "mean_commit_scale")
+# --jobs runs start together: one of them makes a variant's copy, the others wait.
+_making_trees = threading.Lock()
 
 
 def grid(name):
@@ -59,15 +62,16 @@ def variant_tree(variant, scratch):
     if variant is None:
         return REPO
     tree = os.path.join(scratch, "trees", variant)
-    if not os.path.isdir(tree):
-        staging = tree + ".staging"
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        archive = subprocess.run(["git", "-C", REPO, "archive", "HEAD"],
-                                 capture_output=True, check=True, timeout=60)
-        subprocess.run(["tar", "-x", "-C", staging], input=archive.stdout,
-                       check=True, timeout=60)
-        os.rename(staging, tree)
+    with _making_trees:
+        if not os.path.isdir(tree):
+            staging = tree + ".staging"
+            shutil.rmtree(staging, ignore_errors=True)
+            os.makedirs(staging)
+            archive = subprocess.run(["git", "-C", REPO, "archive", "HEAD"],
+                                     capture_output=True, check=True, timeout=60)
+            subprocess.run(["tar", "-x", "-C", staging], input=archive.stdout,
+                           check=True, timeout=60)
+            os.rename(staging, tree)
     return tree
 
 
