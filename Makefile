@@ -4,10 +4,10 @@
 # `make reliability` runs each synchronous example 30 times, then 30 more
 # under CPU load (about two hours);
 # `make bench` runs every example with its defaults on MNIST (about 10 min;
-# `make bench DATA_DIR=folder`, else the Keras cache; without MNIST it runs
-# the synthetic benchmark); `make bench-synthetic` compares every scheme on
-# the same work on the synthetic data (about 13 min), `make bench-quick`
-# four of them (about 90 s); `make tensorboard` shows every example's runs/;
+# `make bench DATA_DIR=folder`, else the Keras cache); `make bench-synthetic`
+# compares every scheme on the same work on the synthetic data (about 13
+# min), `make bench-quick` four of them (about 2 min); `make tensorboard`
+# shows every example's runs/;
 # `make ui-test` checks TensorBoard in headless Chromium (about 3 min);
 # `make test-ray` runs Multi-Worker-Mirrored-Strategy under Ray Train on a
 # two-node Ray cluster (needs root; `make ray` installs Ray alone);
@@ -77,26 +77,27 @@ test-load: venv tools
 faults: venv tools
 	$(PY) tests/faults.py
 
-# Not part of `make test` either: the benchmark, and its quick version.
+# Not part of `make test` either: the benchmark tool's suites (benchmarks/
+# suites/; `python -m benchmarks --help` lists them with what each costs).
+# Each adds to benchmarks/results/SUITE/runs.jsonl and writes its report;
+# a run already recorded for the same code is skipped (ARGS=--rerun), so a
+# stopped suite resumes. ARGS passes flags: ARGS="--schemes Hogwild --workers 4".
+BENCH = $(PY) -m benchmarks run
+MNIST_FLAGS = $(if $(DATA_DIR),--data_dir $(DATA_DIR))
 bench: venv tools
-	$(PY) benchmarks/real_data.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
+	$(BENCH) mnist $(MNIST_FLAGS) $(ARGS)
 
 bench-synthetic: venv tools
-	$(PY) benchmarks/compare.py
+	$(BENCH) synthetic $(ARGS)
 
 bench-quick: venv tools
-	$(PY) benchmarks/compare.py --quick
+	$(BENCH) quick $(ARGS)
 
-# Every distributed example on MNIST at no limit, 1 Gbit/s and 100 Mbit/s per
-# link, with 2 and 4 workers (hours on two cores; --schemes, --rates and
-# --workers choose fewer).
 bench-network: venv tools
-	$(PY) benchmarks/network.py $(if $(DATA_DIR),--data_dir $(DATA_DIR))
+	$(BENCH) network $(MNIST_FLAGS) $(ARGS)
 
-# Start-up with each task a new Python against tasks forked from a launcher
-# that imported TensorFlow once (a few minutes).
 bench-startup: venv tools
-	$(PY) benchmarks/startup.py
+	$(BENCH) startup $(ARGS)
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
 tensorboard: venv
@@ -152,5 +153,6 @@ test-ray: ray tools
 	PYTHONPATH=$(VENV)/ray-packages $(PY) -m pytest -p no:cacheprovider tests/ray
 
 clean:
-	rm -rf $(VENV) */runs runs benchmarks/results/runs benchmarks/results/logs \
-		benchmarks/results/mnist/runs benchmarks/results/mnist/logs benchmarks/results-quick
+	rm -rf $(VENV) */runs runs benchmarks/results/quick
+	find benchmarks/results -depth -type d \( -name runs -o -name logs \) \
+		-not -path '*/repeat/logs' -exec rm -rf {} +

@@ -1,273 +1,223 @@
-"""The benchmark's own arithmetic and writers, on made-up runs (no
-TensorFlow): equal work per scheme, the ratios, the targets, the table, the
-CSV and the plots; and one short run of the step tracer."""
+"""The benchmark tool without running a suite: the suites as data, each
+run's command and the same work for every scheme, the stored records and
+their rules, and bad input refused in one line with nothing changed."""
 
-import csv
+import json
 import os
-import re
-import sys
+import shutil
 
 import pytest
 
+from benchmarks import commands, store, suites
+from benchmarks.__main__ import chosen_runs, main, make_parser
+from benchmarks.errors import UsageError
 from conftest import PYTHON, REPO, run
 from guide import examples
 
-# The benchmark's modules import one another by name, as compare.py does.
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-
-import plan  # noqa: E402
-import real_data  # noqa: E402
-import runner  # noqa: E402
-import summarise  # noqa: E402
-import write  # noqa: E402
+RESULTS = os.path.join(REPO, "benchmarks", "results")
 
 
 def flag(flags, name):
     return flags[flags.index(name) + 1]
 
 
+@pytest.mark.parametrize("name", suites.names())
+def test_every_suite_loads_and_names_its_cost(name):
+    suite = suites.load(name)
+    assert suite.minutes > 0 and suite.description and suite.runs
+    keys = [suites.run_key(run) for run in suite.runs]
+    assert len(keys) == len(set(keys))  # a run listed twice runs once
+
+
+def test_the_synthetic_suite_is_the_old_benchmark_as_data():
+    suite = suites.load("synthetic")
+    main_runs = [run for run in suite.runs if "main" in run["tables"]]
+    # Every example with an accuracy curve, three times each.
+    assert len(main_runs) == 3 * len(suites.SCHEMES)
+    # Hogwild with 2 workers and 1 ps is in the main table and the sweep.
+    hogwild = [run for run in suite.runs if run.get("scheme") == "Hogwild"
+               and run.get("workers") == 2 and run.get("ps") == 1
+               and run.get("batch") == 100 and run["repeat"] == 1]
+    assert len(hogwild) == 1 and hogwild[0]["tables"] == ["main", "sweep"]
+    mirrored = next(run for run in suite.runs
+                    if run.get("scheme") == "Multi-Worker-Mirrored-Strategy")
+    assert "ps" not in mirrored  # an allreduce has no ps
+
+
 @pytest.mark.parametrize("name, workers", [
-    ("Non-Distributed_Setup", 1), ("Hogwild", 4), ("DOWNPOUR", 2),
+    ("Non-Distributed_Setup", None), ("Hogwild", 4), ("DOWNPOUR", 2),
     ("Synchronous-SGD", 4), ("SAGN", 2)])
 def test_every_scheme_gets_the_same_examples_and_global_batch(name, workers):
-    args = plan.settings(["--examples", "64000", "--batch_size", "100",
-                               "--window", "8"])
-    scheme = plan.BY_NAME[name]
-    flags = plan.run_flags(scheme, workers, args, 100)
+    run = {"scheme": name, "dataset": "synthetic", "examples": 64_000,
+           "batch": 100, "window": 8, "evaluations": 10}
+    if workers:
+        run["workers"] = workers
+    flags = commands.example_flags(run, None)
     steps, batch = int(flag(flags, "--train_steps")), int(flag(flags, "--batch_size"))
-    if scheme.kind == examples.SYNC:
+    kind = examples.BY_NAME[name].kind
+    if kind == examples.SYNC:
         assert batch == 100 // workers and steps * batch * workers == 64000
-    elif scheme.kind == examples.SYNC_WINDOW:
+    elif kind == examples.SYNC_WINDOW:
         assert batch == 50 and steps * batch * workers * 8 == 64000
     else:
         assert batch == 100 and steps * batch == 64000
-    assert ("--communication_window" in flags) == (scheme.kind in (
+    assert ("--communication_window" in flags) == (kind in (
         examples.WINDOW, examples.SYNC_WINDOW))
     assert int(flag(flags, "--eval_every")) == steps // 10
-
-
-def test_ratios_and_time_to_target():
-    curve = [{"wall_s": 0.0, "test_accuracy": 0.1},
-             {"wall_s": 1.5, "test_accuracy": 0.79},
-             {"wall_s": 3.0, "test_accuracy": 0.81}]
-    assert summarise.time_to_accuracy(curve, 0.8) == 3.0
-    assert summarise.time_to_accuracy(curve, 0.79) == 1.5
-    assert summarise.time_to_accuracy(curve, 0.9) is None
-    assert summarise.ratio(15000, 40000) == 0.375
-    assert summarise.ratio(None, 40000) is None and summarise.ratio(1.0, 0) is None
-    baseline = {"examples_per_s": 40000.0, "time_to_target_s": 2.0}
-    record = summarise.add_ratios({"examples_per_s": 10000.0, "time_to_target_s": 3.0},
-                                baseline)
-    assert (record["throughput_ratio"], record["time_to_target_ratio"]) == (0.25, 1.5)
-
-
-def test_repeated_runs_are_reported_by_their_medians():
-    def attempt(throughput, accuracy, reached_at):
-        return {"scheme": "Hogwild", "examples_per_s": throughput,
-                "test_accuracy": accuracy, "wall_s": 100000 / throughput,
-                "rounds_per_1000_examples": 10.0, "mean_staleness": None,
-                "curve": [{"wall_s": 0.0, "test_accuracy": 0.1},
-                          {"wall_s": reached_at, "test_accuracy": accuracy}]}
-    runs = [attempt(15000, 0.84, 3.0), attempt(19000, 0.78, 2.0),
-            attempt(16000, 0.83, 4.0)]
-    record = summarise.combine(runs, target=0.8)
-    assert record["examples_per_s"] == 16000 and record["test_accuracy"] == 0.83
-    assert record["time_to_target_s"] == 4.0  # 3.0, never, 4.0: never counts last
-    assert record["test_accuracy_each_run"] == [0.84, 0.78, 0.83]
-    assert record["curve"] == runs[2]["curve"]  # the median-throughput run's
-    failed = summarise.combine(
-        runs[:2] + [{"scheme": "Hogwild", "error": "exit code 1"}], target=0.8)
-    assert failed["error"] == "1 of 3 runs failed: exit code 1"
-
-
-def test_rounds_per_1000_examples_count_each_exchange_with_the_ps():
-    by_kind = {kind: examples.Example("x", "x", "x.py", "run.sh", kind, "x")
-               for kind in (examples.EVERY_STEP, examples.WINDOW, examples.SYNC,
-                            examples.LOCAL)}
-    result = {"global_step": 1000, "examples": 100000, "commits": [70, 55],
-              "gradients_computed": [1000, 1000]}
-    assert summarise.rounds_per_1000(by_kind[examples.EVERY_STEP], result) == 10.0
-    assert summarise.rounds_per_1000(by_kind[examples.WINDOW], result) == 1.25
-    assert summarise.rounds_per_1000(by_kind[examples.SYNC], result) == 20.0
-    assert summarise.rounds_per_1000(by_kind[examples.LOCAL], result) == 0.0
-
-
-def made_up_runs():
-    def run(scheme, throughput, accuracy, **extra):
-        curve = [{"wall_s": 0.0, "examples": 0, "test_accuracy": 0.08},
-                 {"wall_s": 2.0, "examples": 50000, "test_accuracy": accuracy - 0.02},
-                 {"wall_s": 4.0, "examples": 100000, "test_accuracy": accuracy}]
-        return {"scheme": scheme, "workers": 2, "ps": 1, "global_batch": 100,
-                "test_accuracy": accuracy, "examples_per_s": throughput,
-                "throughput_ratio": round(throughput / 40000, 3),
-                "time_to_target_s": 4.0, "time_to_target_ratio": 1.0,
-                "rounds_per_1000_examples": 10.0, "mean_staleness": None,
-                "curve": curve, "main": True, "sweep": scheme == "Hogwild",
-                "batch_study": False, **extra}
-    return [run("Non-Distributed_Setup", 40000, 0.846, workers=1, ps=0),
-            run("Hogwild", 22000, 0.843),
-            run("DOWNPOUR", 30000, 0.830, mean_staleness=7.5),
-            {"scheme": "AGN", "workers": 2, "ps": 1, "error": "timed out",
-             "main": True, "sweep": False, "batch_study": False}]
-
-
-def test_targets_are_checked_against_their_bounds():
-    startup = {"ratio": 2.5}
-    rows = {what: (value, met) for what, value, _, met in
-            summarise.check_targets(made_up_runs(), startup, window=8)}
-    assert rows["Hogwild throughput, 2 workers"] == (0.55, True)
-    assert rows["DOWNPOUR throughput, window 8"] == (0.75, False)
-    assert rows["Hogwild accuracy below the baseline's"] == (0.003, True)
-    assert rows["DOWNPOUR accuracy below the baseline's"] == (0.016, False)
-    assert rows["start-up: run.sh over import tensorflow"] == (2.5, False)
-    # A scheme that failed misses its targets, and says so.
-    assert rows["AGN ran"] == ("timed out", False)
-    assert not any(what.startswith("AGN") and what != "AGN ran" for what in rows)
-
-
-def test_markdown_csv_and_plots_are_written(tmp_path):
-    records = made_up_runs()
-    meta = {"date": "2026-11-21", "command": "python benchmarks/compare.py",
-            "repeats": 3,
-            "hardware": "2 cores", "software": "Python 3.11", "examples": 100000,
-            "batch_size": 100, "window": 8, "dataset": "synthetic",
-            "target_accuracy": 0.826}
-    startup = {"command": "bash Hogwild/run.sh --train_steps 5", "run_sh_s": 5.0,
-               "import_tensorflow_s": 3.0, "ratio": 1.667, "repeats": 3}
-    targets = summarise.check_targets(records, startup, 8)
-    write.write_markdown(tmp_path / "results.md", meta, records, startup, targets)
-    text = (tmp_path / "results.md").read_text()
-    assert "| Hogwild | 2 | 1 | 0.8430 | 22000 | 0.55 |" in text
-    assert "| AGN | 2 | 1 | failed: timed out |" in text
-    assert "| DOWNPOUR throughput, window 8 | 0.75 | >= 0.8 | **no** |" in text
-    assert "ratio 1.667 (medians of 3)" in text
-
-    write.write_csv(tmp_path / "runs.csv", records)
-    with open(tmp_path / "runs.csv") as stream:
-        rows = list(csv.DictReader(stream))
-    assert [row["scheme"] for row in rows] == [r["scheme"] for r in records]
-    assert rows[2]["mean_staleness"] == "7.5" and rows[3]["error"] == "timed out"
-
-    write.write_plots(str(tmp_path), records)
-    for name in ("accuracy.png", "throughput.png"):
-        with open(tmp_path / name, "rb") as stream:
-            assert stream.read(8) == b"\x89PNG\r\n\x1a\n"
-        assert os.path.getsize(tmp_path / name) > 10_000
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--schemes", "Hogwild,Nope"], "unknown scheme 'Nope'"),
-    (["--workers", "1,two"], "--workers must be comma-separated numbers"),
-    (["--dataset", "mnist"], "--dataset mnist needs --data_dir"),
-    (["--dataset", "mnist", "--data_dir", "/no/such/folder"],
-     "--data_dir /no/such/folder is not a folder"),
-    (["--workers", "1,2,4,8"], "a global batch of 100 does not split evenly among "
-                               "8 synchronous workers; use a multiple of 8, such "
-                               "as 104"),
-])
-def test_bad_options_are_one_line_and_exit_2(argv, message, capsys):
-    with pytest.raises(SystemExit) as raised:
-        plan.settings(argv)
-    assert raised.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_step_trace_times_the_three_steps_and_finds_the_exchange(run_dir):
-    """Not a timing assertion: only that every step was timed and that the
-    traced ps step shows tensors crossing between the worker and the ps."""
-    result = run([PYTHON, "benchmarks/step_trace.py", "--steps", "5",
-                  "--batch_size", "10"], timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    times = dict(re.findall(r"^  (local|local, through a server|ps|window 8) +"
-                            r"([0-9.]+) ms", result.stdout, re.MULTILINE))
-    assert len(times) == 4 and all(float(ms) > 0 for ms in times.values())
-    received = dict(re.findall(r"^  job:(ps|worker) .*\((\d+)\)$", result.stdout,
-                               re.MULTILINE))
-    assert int(received["ps"]) >= 4 and int(received["worker"]) >= 4
-
-
-
-
-def test_real_data_times_leave_the_evaluations_out():
-    curve = [{"wall_s": 0.0, "test_accuracy": 0.1, "eval_s": 0.5},
-             {"wall_s": 4.0, "test_accuracy": 0.965, "eval_s": 0.5},
-             {"wall_s": 9.0, "test_accuracy": 0.975, "eval_s": 0.5}]
-    assert real_data.training_seconds_to(curve, 0.97) == 8.0
-    assert real_data.training_seconds_to(curve, 0.98) is None
-
-
-def test_real_data_late_accuracy_averages_the_last_tenth():
-    curve = [{"examples": examples, "test_accuracy": accuracy} for examples, accuracy
-             in ((0, 0.1), (500, 0.96), (900, 0.97), (950, 0.975), (1000, 0.98))]
-    assert real_data.late_accuracy(curve) == 0.975
 
 
 @pytest.mark.parametrize("name, every", [
     ("Non-Distributed_Setup", 300), ("Hogwild", 300), ("AGN", 300),
     ("Synchronous-SGD", 150), ("SAGN", 38),
-    ("Multiple-GPUs-Single-Machine-towers", 150)])
-def test_real_data_evaluates_every_30000_examples(name, every):
-    command = real_data.command_for(plan.BY_NAME[name], "/data", "/logs")
-    assert flag(command, "--eval_every") == str(every)
-    assert flag(command, "--dataset") == "mnist"
-    assert flag(command, "--data_dir") == "/data"
+    ("Multiple-GPUs-Single-Machine-towers", 300)])
+def test_the_mnist_suite_evaluates_every_30000_examples(name, every):
+    [run] = [run for run in suites.load("mnist").runs if run["scheme"] == name]
+    argv, _ = commands.command_for(run, "/logs", "/data")
+    assert flag(argv, "--eval_every") == str(every)
+    assert flag(argv, "--dataset") == "mnist" and flag(argv, "--data_dir") == "/data"
+    assert "--train_steps" not in argv  # the example's own defaults
+
+
+def test_a_limited_link_trains_for_its_margin_of_the_unlimited_runs_examples():
+    runs = suites.load("network").runs
+    [limited] = [run for run in runs if run.get("scheme") == "Synchronous-SGD"
+                 and run.get("workers") == 4 and run.get("rate") == "100mbit"]
+    argv, _ = commands.command_for(limited, "/logs", "/data", train_examples=120_000)
+    assert flag(argv, "--network") == "hosts" and flag(argv, "--bandwidth") == "100mbit"
+    # A synchronous step is a minibatch from each of 4 workers: 400 examples.
+    assert flag(argv, "--train_steps") == "300" and flag(argv, "--eval_every") == "75"
+    [sagn] = [run for run in runs if run.get("scheme") == "SAGN"
+              and run.get("workers") == 4 and run.get("rate") == "none"]
+    argv, _ = commands.command_for(sagn, "/logs", "/data")
+    assert flag(argv, "--eval_every") == "9"  # 4 workers x 8 minibatches a round
+    assert flag(argv, "--communication_window") == "8"
+
+
+def test_the_startup_suite_alternates_the_two_ways():
+    runs = [run for run in suites.load("startup").runs if "preload" in run]
+    assert [run["preload"] for run in runs[:4]] == [False, True, False, True]
+    _, env = commands.command_for(runs[1], "/logs")
+    assert env == {commands.PRELOAD: "1"}
 
 
 def test_recorded_commands_name_no_folder_of_this_machine(monkeypatch):
-    """The results are committed: a path beside the repository shows
-    relative to its top, where the command runs; one in the home folder
-    under ~, left unquoted so that a shell still expands it."""
     monkeypatch.setenv("HOME", "/nowhere/home")
-    logdir = os.path.join(REPO, "benchmarks", "results", "runs", "Hogwild")
+    logdir = os.path.join(RESULTS, "mnist", "runs", "Hogwild")
     data = os.path.join(os.path.dirname(REPO), "data", "mnist")
-    command = real_data.command_for(plan.BY_NAME["Hogwild"], data, logdir)
-    shown = runner.shown_command(command)
-    assert "--logdir benchmarks/results/runs/Hogwild" in shown
-    assert "--data_dir ../data/mnist" in shown
-    assert REPO not in shown
-    assert runner.shown_command(["ls", "/nowhere/home/my data"]) == \
-        "ls ~/'my data'"
-    assert runner.shown_path("/etc/mnist") == "/etc/mnist"
+    [hogwild] = [run for run in suites.load("mnist").runs if run["scheme"] == "Hogwild"]
+    shown = commands.shown_command(*commands.command_for(hogwild, logdir, data))
+    assert "--logdir benchmarks/results/mnist/runs/Hogwild" in shown
+    assert "--data_dir ../data/mnist" in shown and REPO not in shown
+    assert commands.shown_command(["ls", "/nowhere/home/my data"]) == "ls ~/'my data'"
 
 
-def test_real_data_finds_mnist_in_the_keras_cache_only_if_there(tmp_path,
-                                                               monkeypatch):
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
-    assert real_data.find_mnist(None) is None
-    (tmp_path / "datasets").mkdir()
-    (tmp_path / "datasets" / "mnist.npz").write_bytes(b"")
-    assert real_data.find_mnist(None) == str(tmp_path / "datasets")
-    assert real_data.find_mnist(str(tmp_path)) == str(tmp_path)
+def args_for(*argv):
+    return make_parser().parse_args(["run", *argv])
 
 
-def test_real_data_table_says_not_reached():
-    def curve(*accuracies):
-        return [{"examples": 100_000 * (index + 1), "test_accuracy": accuracy}
-                for index, accuracy in enumerate(accuracies)]
-
-    records = [{"scheme": "Non-Distributed_Setup", "test_accuracy": 0.98,
-                "train_steps": 6000, "examples": 600000, "command_s": 14.0,
-                "s_to_97": 3.1, "s_to_98": 9.5,
-                "curve": curve(0.9, 0.95, 0.97, 0.975, 0.978, 0.98)},
-               {"scheme": "AGN", "test_accuracy": 0.9712, "train_steps": 6000,
-                "examples": 600000, "command_s": 30.0, "s_to_97": 25.0,
-                "s_to_98": None, "curve": curve(0.9, 0.95, 0.96, 0.968, 0.97, 0.9712)},
-               {"scheme": "SAGN", "error": "exit code 1", "command_s": 3.0}]
-    table = real_data.markdown({"date": "d", "command": "c", "hardware": "h",
-                                "software": "s"}, records)
-    # Late: the last tenth of 600,000 examples holds the last evaluation only.
-    assert "| AGN | 0.9712 | -0.0088 | 0.9712 | -0.0088 | 6,000 | 600,000 | 30.0 " \
-           "| 25.0 s | not reached |" in table
-    assert "| SAGN | failed: exit code 1 |" in table
+def test_flags_narrow_and_change_a_suites_runs():
+    suite = suites.load("network")
+    runs = chosen_runs(suite, args_for("network", "--schemes", "Hogwild",
+                                       "--workers", "8"))
+    # The baseline stays, for the comparisons; Hogwild at 8 workers, 3 rates.
+    assert [run["scheme"] for run in runs] == ["Non-Distributed_Setup"] + \
+        ["Hogwild"] * 3
+    assert {run.get("workers") for run in runs[1:]} == {8}
+    runs = chosen_runs(suites.load("mnist"), args_for("mnist", "--dataset",
+                                                      "synthetic"))
+    assert {run["dataset"] for run in runs} == {"synthetic"}
 
 
-@pytest.mark.parametrize("script", ["compare.py", "real_data.py"])
-def test_the_scripts_start_and_reject_an_unknown_scheme(script):
-    """The scripts find their modules from anywhere; a bad scheme name is an
-    error that exits 2 before anything runs."""
-    result = run([PYTHON, os.path.join(REPO, "benchmarks", script), "--schemes",
-                  "Hogwild,Nope"], cwd="/", timeout=60)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].endswith(
-        "error: unknown scheme 'Nope'; choose from " + ", ".join(plan.BY_NAME))
-    assert result.stdout == ""
+@pytest.mark.parametrize("argv, message", [
+    (["run", "nope"], "there is no suite 'nope'; choose one of"),
+    (["run", "quick", "--schemes", "Hogwild,Nope"], "unknown scheme 'Nope'"),
+    (["run", "quick", "--schemes", "AGN"], "the suite 'quick' has no run of AGN"),
+    (["run", "quick", "--dataset", "cifar"], "unknown data set 'cifar'"),
+    (["run", "quick", "--workers", "1,two"], "--workers takes comma-separated"),
+    (["run", "quick", "--workers", "3"], "global batch of 100 does not split "
+                                         "evenly among 3 workers"),
+    (["run", "mnist", "--data_dir", "/no/such/folder"],
+     "--data_dir /no/such/folder is not a folder"),
+    (["report", "/no/such/folder"], "holds no runs.jsonl"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def record(suite="quick", status="ok", code="c1", **run):
+    run = {"scheme": "Hogwild", "workers": 2, "repeat": 1, "tables": ["main"], **run}
+    return {"suite": suite, "report": "compare", "run": run, "label": "x",
+            "command": "x", "status": status, "code": code, "commit": "abc",
+            "started": "2026-11-28", "measures": {"command_s": 1.0},
+            **({"error": "exit code 1: no"} if status != "ok" else {})}
+
+
+def write_jsonl(folder, records, extra=""):
+    folder.mkdir(exist_ok=True)
+    text = "".join(json.dumps(item) + "\n" for item in records) + extra
+    (folder / store.RUNS).write_text(text)
+    return text
+
+
+def test_a_run_is_skipped_only_if_it_succeeded_for_the_same_code(tmp_path):
+    write_jsonl(tmp_path, [record(), record(workers=4, status="failed"),
+                           record(workers=8, code="c0")])
+    records = store.read(str(tmp_path))
+    done = store.finished(records, "c1")
+    assert done == {store.key_of(records[0])}
+    # Another code's runs are kept, in a group of their own.
+    groups = store.latest(records + [record(workers=4)])
+    assert list(groups) == ["c1", "c0"]
+    assert [item["status"] for item in groups["c1"]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("{not json\n", "line 2 is not valid JSON"),
+    ('{"suite": "quick"}\n', "line 2 is not a run record"),
+])
+def test_a_damaged_results_file_is_refused_and_left_alone(tmp_path, extra, message,
+                                                          capsys):
+    text = write_jsonl(tmp_path, [record()], extra)
+    assert main(["run", "quick", "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert (tmp_path / store.RUNS).read_text() == text
+
+
+def test_a_folder_of_another_suite_is_refused_and_left_alone(tmp_path, capsys):
+    text = write_jsonl(tmp_path, [record(suite="mnist")])
+    assert main(["run", "quick", "--out", str(tmp_path)]) == 2
+    assert "holds runs of the suite 'mnist', not 'quick'; give --out a folder of " \
+           "its own" in capsys.readouterr().err
+    assert (tmp_path / store.RUNS).read_text() == text
+
+
+def test_a_malformed_suite_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(suites, "FOLDER", str(tmp_path))
+    (tmp_path / "odd.toml").write_text('description = "d"\nminutes = 1\n'
+                                       'report = "compare"\n[[runs]]\n'
+                                       'schemes = ["Hogwild"]\nworkerz = [2]\n')
+    with pytest.raises(UsageError, match="run 1: unknown key 'workerz'"):
+        suites.load("odd")
+    (tmp_path / "odd.toml").write_text("description = \n")
+    with pytest.raises(UsageError, match="is not valid TOML"):
+        suites.load("odd")
+
+
+def test_the_help_lists_every_suite_with_its_cost():
+    result = run([PYTHON, "-m", "benchmarks", "--help"], timeout=60)
+    assert result.returncode == 0
+    for name in suites.names():
+        suite = suites.load(name)
+        assert f"{name:10} about {suite.minutes:g} min on two cores" in result.stdout
+
+
+def test_the_tool_runs_from_a_copy_of_the_results(tmp_path):
+    """`report` needs nothing but the folder's runs.jsonl."""
+    folder = tmp_path / "startup"
+    shutil.copytree(os.path.join(RESULTS, "startup"), folder)
+    (folder / "results.md").unlink()
+    result = run([PYTHON, "-m", "benchmarks", "report", str(folder)], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (folder / "results.md").exists()

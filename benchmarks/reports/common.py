@@ -1,0 +1,128 @@
+"""What every report shares: the group's header (code, commits, dates,
+machine), each row's topology, tables, and plots that come out the same
+bytes every time."""
+
+import os
+import statistics
+import sys
+
+from guide import examples
+
+from .. import provenance
+
+BASELINE = examples.BASELINE.name
+
+
+def benchmark_packages():
+    """matplotlib and tqdm are installed apart from the examples' packages,
+    in the environment's benchmark-packages folder (`make venv`; see
+    benchmarks/requirements.txt), so that the TensorFlow processes never
+    load matplotlib: Keras imports it whenever it can."""
+    folder = os.path.join(sys.prefix, "benchmark-packages")
+    if os.path.isdir(folder) and folder not in sys.path:
+        sys.path.append(folder)
+
+
+def pyplot():
+    """matplotlib.pyplot for files, no display; UsageError-free SystemExit
+    with the fix where it is missing."""
+    benchmark_packages()
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("python -m benchmarks: error: the reports need "
+                         "matplotlib; run `make venv`, or `pip install -r "
+                         "benchmarks/requirements.txt`") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+    return matplotlib.pyplot
+
+
+def save(figure, path, dpi):
+    """The same bytes for the same figure: no date, no version in the file."""
+    figure.savefig(path, dpi=dpi, metadata={"Software": None})
+    pyplot().close(figure)
+
+
+def shown(value, digits=None, suffix=""):
+    if value is None:
+        return "–"
+    if digits is not None:
+        return f"{value:,.{digits}f}{suffix}" if digits == 0 else \
+            f"{value:.{digits}f}{suffix}"
+    return f"{value:,}{suffix}" if isinstance(value, int) else f"{value}{suffix}"
+
+
+def median(values):
+    values = [value for value in values if value is not None]
+    return round(statistics.median(values), 2) if values else None
+
+
+def topology(run):
+    """The tasks a run had, in words."""
+    example = examples.BY_NAME.get(run.get("scheme"))
+    if example is None:
+        return "–"
+    if not example.cluster:
+        towers = run.get("workers") or example.towers
+        return f"one process, {towers} towers" if towers else "one process"
+    workers = run.get("workers", example.workers)
+    if example.ps == 0:
+        return f"{workers} workers, ring allreduce"
+    parts = ["coordinator"] if example.coordinator else []
+    parts += [f"{run.get('ps', example.ps)} ps", f"{workers} workers"]
+    return " + ".join(parts)
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def header(group, level):
+    """Which code, commits, dates and machines a group of runs comes from."""
+    commits = list(dict.fromkeys(
+        (record.get("commit") or "unknown")[:10]
+        + (" (uncommitted changes)" if record.get("dirty") else "")
+        for record in group))
+    dates = sorted(record["started"][:10] for record in group)
+    machines = list(dict.fromkeys(provenance.described(record) for record in group))
+    code = group[0]["code"]
+    lines = [f"{'#' * level} Code {code}" if not code.startswith("converted")
+             else f"{'#' * level} Converted results ({code})", ""]
+    lines += [f"Commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}  ",
+              f"Runs: {len(group)}, {dates[0]}" + (f" to {dates[-1]}"
+                                                   if dates[-1] != dates[0] else "")
+              + "  ",
+              f"Machine: {'; '.join(machines)}", ""]
+    notes = list(dict.fromkeys(record["converted_from"] for record in group
+                               if record.get("converted_from")))
+    lines += [f"Converted: {note}" for note in notes]
+    failed = [record for record in group if record["status"] != "ok"]
+    if failed:
+        lines += ["", f"{len(failed)} run{'s' if len(failed) > 1 else ''} "
+                      f"failed: " + "; ".join(f"{record['label']} "
+                                             f"({record['error']})"
+                                             for record in failed)]
+    return lines + ([""] if notes or failed else [])
+
+
+def commands(group):
+    """Every run's command, folded away."""
+    lines = ["<details><summary>Every run's command</summary>", ""]
+    lines += [f"- {record['label']}: `{record['command']}`" for record in group]
+    return lines + ["", "</details>", ""]
+
+
+def by_config(group):
+    """{config key: [records]}, in the order each config first appears; a
+    config is a run's settings without its repeat."""
+    import json
+
+    configs = {}
+    for record in group:
+        key = json.dumps({name: value for name, value in record["run"].items()
+                          if name not in ("repeat", "tables")}, sort_keys=True)
+        configs.setdefault(key, []).append(record)
+    return configs

@@ -1,0 +1,129 @@
+"""The `defaults` report: every example as a user runs it, with its own
+defaults, beside the baseline: final and late test accuracy, the whole
+command's seconds, and the seconds of training to 97% and 98%."""
+
+import os
+
+from .. import measures
+from . import common
+from .common import BASELINE, topology
+
+TITLE = "Every example with its defaults"
+COLUMNS = ["example", "topology", "test accuracy", "− baseline", "late",
+           "− baseline's", "steps", "examples", "seconds", "to 97%", "to 98%"]
+
+
+def reached(value):
+    return "not reached" if value is None else f"{value} s"
+
+
+def rows_of(group):
+    """(scheme, record) per run, the baseline's first."""
+    return sorted(group, key=lambda record: record["run"].get("scheme") != BASELINE)
+
+
+def baseline_of(group):
+    return next((record["measures"] for record in group
+                 if record["run"].get("scheme") == BASELINE
+                 and record["status"] == "ok"), None)
+
+
+def late(record):
+    figures = record["measures"]
+    if "late_accuracy" in figures:
+        return figures["late_accuracy"]
+    return measures.late_accuracy(record["curve"]) if record.get("curve") else None
+
+
+def row(record, baseline, baseline_late):
+    figures = record["measures"]
+    name, where = record["run"].get("scheme"), topology(record["run"])
+    if record["status"] != "ok":
+        return [name, where, f"failed: {record['error']}", "", "", "", "", "",
+                figures["command_s"], "", ""]
+    gap = figures["test_accuracy"] - (baseline or figures)["test_accuracy"]
+    mean = late(record)
+    late_gap = mean - (mean if baseline_late is None else baseline_late)
+    return [name, where, f"{figures['test_accuracy']:.4f}", f"{gap:+.4f}",
+            f"{mean:.4f}", f"{late_gap:+.4f}", f"{figures['train_steps']:,}",
+            f"{figures['examples']:,}", figures["command_s"],
+            reached(figures.get("s_to_97")), reached(figures.get("s_to_98"))]
+
+
+def table(group):
+    """The table's lines, for results.md and the docs that show it."""
+    baseline = baseline_of(group)
+    base_record = next((record for record in group
+                        if record["run"].get("scheme") == BASELINE
+                        and record["status"] == "ok"), None)
+    baseline_late = late(base_record) if base_record else None
+    return common.table(COLUMNS, [row(record, baseline, baseline_late)
+                                  for record in rows_of(group)])
+
+
+def section(group):
+    every = {record["run"].get("eval_every_examples") for record in group}
+    return ["Each example ran as a user runs it, `bash run.sh --dataset mnist` "
+            "with its defaults (the baseline: `python Non-Distributed_Setup.py "
+            "--dataset mnist`), one at a time, with the tasks in *topology*. "
+            "*Seconds* is the whole command, start-up and shut-down included; "
+            "*to 97%* and *to 98%* are seconds of training (evaluations left "
+            "out) until the test accuracy, measured every "
+            f"{', '.join(f'{value:,}' for value in every if value) or '?'} "
+            "examples, first reached them. *Late*: the mean test accuracy over "
+            "the evaluations in the last tenth of the examples, which moves less "
+            "from run to run than the last one.", "", *table(group), ""]
+
+
+def plots(group, folder):
+    """accuracy.png, every example; and one SCHEME.png per example against
+    the baseline, which the examples' READMEs show."""
+    plt = common.pyplot()
+    finished = [record for record in rows_of(group)
+                if record["status"] == "ok" and record.get("curve")]
+    baseline = next((record for record in finished
+                     if record["run"].get("scheme") == BASELINE), None)
+    if baseline is None:
+        return []
+
+    def draw(axes_pair, record, style):
+        by_time, by_examples = axes_pair
+        curve = record["curve"]
+        accuracy = [point["test_accuracy"] for point in curve]
+        by_time.plot([point["wall_s"] for point in curve], accuracy,
+                     marker=".", label=record["run"]["scheme"], **style)
+        by_examples.plot([point["examples"] for point in curve], accuracy,
+                         marker=".", **style)
+
+    def finish(figure, axes_pair, name, legend_columns):
+        by_time, by_examples = axes_pair
+        by_time.set(xlabel="seconds (evaluations included)",
+                    ylabel="MNIST test accuracy", title="Test accuracy over time")
+        by_examples.set(xlabel="training examples seen", title="… and over examples")
+        for axes in axes_pair:
+            axes.set_ylim(0.90, 0.99)
+            axes.grid(alpha=0.3)
+            for target in measures.TARGETS:
+                axes.axhline(target, color="grey", linewidth=0.8, linestyle=":")
+        figure.legend(loc="lower center", ncol=legend_columns, fontsize=8,
+                      frameon=False)
+        figure.tight_layout(rect=(0, 0.14 if legend_columns > 2 else 0.08, 1, 1))
+        common.save(figure, os.path.join(folder, name), 80)
+        return name
+
+    colours = plt.get_cmap("tab20").colors
+    figure, axes_pair = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    for index, record in enumerate(finished):
+        style = {"linewidth": 2.5, "color": "black"} if record is baseline else {
+            "linewidth": 1.2, "color": colours[index % len(colours)],
+            "linestyle": "-" if index % 2 else "--"}
+        draw(axes_pair, record, style)
+    written = [finish(figure, axes_pair, "accuracy.png", 4)]
+    for record in finished:
+        if record is baseline:
+            continue
+        figure, axes_pair = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        draw(axes_pair, baseline, {"linewidth": 2, "color": "black"})
+        draw(axes_pair, record, {"linewidth": 2, "color": "tab:red"})
+        written.append(finish(figure, axes_pair, f"{record['run']['scheme']}.png", 2))
+    return written

@@ -1,0 +1,86 @@
+"""`DIR/runs.jsonl`: one JSON line per run, appended as each ends, never
+rewritten. Reading it checks every line, so that a damaged file is refused
+before anything is added to it."""
+
+import json
+import os
+
+from . import suites
+from .errors import UsageError
+
+RUNS = "runs.jsonl"
+# Every record has these; the rest depends on the run.
+REQUIRED = ("suite", "run", "label", "command", "status", "code", "commit",
+            "started", "measures")
+
+
+def path_of(folder):
+    return os.path.join(folder, RUNS)
+
+
+def read(folder):
+    """Every record in `folder`'s runs.jsonl, in order; [] if it has none."""
+    path = path_of(folder)
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UsageError(
+                    f"{path} line {number} is not valid JSON ({error.msg}); "
+                    f"repair or delete that line, nothing was changed") from None
+            missing = [key for key in REQUIRED if key not in record] \
+                if isinstance(record, dict) else ["everything"]
+            if missing:
+                raise UsageError(
+                    f"{path} line {number} is not a run record (no "
+                    f"{missing[0]!r}); repair or delete that line, nothing was "
+                    f"changed")
+            records.append(record)
+    return records
+
+
+def check_suite(records, suite, folder):
+    """UsageError if `folder` holds runs of another suite."""
+    other = next((record["suite"] for record in records
+                  if record["suite"] != suite), None)
+    if other:
+        raise UsageError(f"{folder} holds runs of the suite {other!r}, not "
+                         f"{suite!r}; give --out a folder of its own")
+
+
+def key_of(record):
+    return suites.run_key(record["run"])
+
+
+def finished(records, code):
+    """The keys of the runs that succeeded with this `code`."""
+    return {key_of(record) for record in records
+            if record["status"] == "ok" and record["code"] == code}
+
+
+def append(folder, record):
+    """Adds `record` as one line, on disk before the next run starts."""
+    os.makedirs(folder, exist_ok=True)
+    with open(path_of(folder), "a", encoding="utf-8") as stream:
+        stream.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def latest(records):
+    """Per code version (in the order each first appears), the last record
+    of each run: what the report tables. A failed run that succeeded later
+    counts as the success."""
+    groups = {}
+    for record in records:
+        runs = groups.setdefault(record["code"], {})
+        key = key_of(record)
+        if record["status"] == "ok" or runs.get(key, {}).get("status") != "ok":
+            runs[key] = record
+    return {code: list(runs.values()) for code, runs in groups.items()}
