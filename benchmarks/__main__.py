@@ -4,6 +4,7 @@
                                    [--dataset mnist] [--data_dir DIR]
                                    [--out DIR] [--rerun]
     python -m benchmarks report DIR
+    python -m benchmarks docs [--check]
 
 `run` runs a suite's runs one after the other, each through the example's
 own run.sh, and appends each run's record to DIR/runs.jsonl (default
@@ -12,6 +13,8 @@ commit and code, the versions, the machine, the start time and the whole
 result. A run already recorded for the same code is skipped (--rerun runs
 it again), so a stopped suite resumes where it stopped. Then it writes the
 report, as `report` does: results.md and the plots, from runs.jsonl alone.
+`docs` rewrites the figures the docs take from the stored results
+(benchmarks/docs.py).
 """
 
 import argparse
@@ -49,7 +52,7 @@ def make_parser():
         epilog="suites (benchmarks/suites/NAME.toml):\n" + suite_list(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="action", required=True,
-                                     metavar="{run,report}")
+                                     metavar="{run,report,docs}")
     run = commands.add_parser(
         "run", help="run a suite, adding to DIR/runs.jsonl, then report",
         epilog="suites:\n" + suite_list(),
@@ -70,6 +73,10 @@ def make_parser():
     report = commands.add_parser("report", help="write DIR's report from its "
                                                 "runs.jsonl")
     report.add_argument("folder", metavar="DIR")
+    docs = commands.add_parser("docs", help="rewrite the docs' generated "
+                                            "figures from the stored results")
+    docs.add_argument("--check", action="store_true",
+                      help="change nothing; exit 1 if a figure is stale")
     return parser
 
 
@@ -205,6 +212,9 @@ def run_suite(args):
 def main(argv=None):
     try:
         args = make_parser().parse_args(argv)
+        if args.action == "docs":
+            from . import docs
+            return docs.main(args.check)
         if args.action == "report":
             written = reports.write(os.path.abspath(args.folder), must_exist=True)
             print(f"report in {os.path.relpath(args.folder)}: {', '.join(written)}")

@@ -168,7 +168,7 @@ def label(run):
         return f"{run['name']}, run {run['repeat']}"
     parts = [run["scheme"]]
     if "workers" in run:
-        parts.append(f"{run['workers']} workers")
+        parts.append(f"{run['workers']} worker{'s' if run['workers'] != 1 else ''}")
     if "ps" in run:
         parts.append(f"{run['ps']} ps")
     if "batch" in run:

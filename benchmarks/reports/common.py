@@ -67,10 +67,11 @@ def topology(run):
         towers = run.get("workers") or example.towers
         return f"one process, {towers} towers" if towers else "one process"
     workers = run.get("workers", example.workers)
+    workers = f"{workers} worker{'s' if workers != 1 else ''}"
     if example.ps == 0:
-        return f"{workers} workers, ring allreduce"
+        return f"{workers}, ring allreduce"
     parts = ["coordinator"] if example.coordinator else []
-    parts += [f"{run.get('ps', example.ps)} ps", f"{workers} workers"]
+    parts += [f"{run.get('ps', example.ps)} ps", workers]
     return " + ".join(parts)
 
 

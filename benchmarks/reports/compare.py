@@ -250,3 +250,14 @@ def plots(group, folder):
         common.save(figure, os.path.join(folder, "throughput.png"), 100)
         written.append("throughput.png")
     return written
+
+
+def snippet(name, args, source, link):
+    """Generated text for the docs (see benchmarks/docs.py): `table`, the
+    main table."""
+    if name != "table":
+        raise KeyError(name)
+    rows, _ = rows_of(source.records)
+    header = ["scheme", "topology"] + [title for _, title, _ in COLUMNS]
+    return "\n".join(common.table(header, [row_cells(row, COLUMNS)
+                                           for row in rows["main"]]))

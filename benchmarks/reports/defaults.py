@@ -127,3 +127,67 @@ def plots(group, folder):
         draw(axes_pair, record, {"linewidth": 2, "color": "tab:red"})
         written.append(finish(figure, axes_pair, f"{record['run']['scheme']}.png", 2))
     return written
+
+
+def linked(scheme, link):
+    """The example's name, linked to its folder (the baseline to its script)."""
+    from guide import examples
+
+    example = examples.BY_NAME[scheme]
+    if example.run_sh not in (None, "run.sh"):
+        return scheme  # a second way of running a folder's script
+    target = link(example.folder) + "/" if example.folder else link(example.script)
+    return f"[{scheme}]({target})"
+
+
+def snippet(name, args, source, link):
+    """Generated text for the docs (see benchmarks/docs.py): `table`, every
+    example linked; `short`, accuracy, seconds and 97% only; `example
+    NAME`, the paragraph an example's README opens its MNIST section with."""
+    group = source.records
+    if name == "table":
+        lines = table(group)
+        for index, record in enumerate(rows_of(group), 2):
+            scheme = record["run"]["scheme"]
+            lines[index] = lines[index].replace(f"| {scheme} |",
+                                                f"| {linked(scheme, link)} |", 1)
+        return "\n".join(lines)
+    if name == "short":
+        return "\n".join(common.table(
+            ["example", "topology", "test accuracy", "seconds", "to 97%"],
+            [(record["run"]["scheme"], topology(record["run"]),
+              f"{record['measures']['test_accuracy']:.4f}",
+              record["measures"]["command_s"],
+              reached(record["measures"].get("s_to_97")))
+             for record in rows_of(group) if record["status"] == "ok"]))
+    if name == "example":
+        return example_paragraph(args[0], group, link)
+    raise KeyError(name)
+
+
+def example_paragraph(scheme, group, link):
+    import textwrap
+
+    from guide import examples
+
+    record = next(record for record in group if record["run"]["scheme"] == scheme)
+    base = baseline_of(group)
+    figures, kind = record["measures"], examples.BY_NAME[scheme].kind
+    steps = f"{figures['train_steps']:,} " + (
+        "rounds" if kind == examples.SYNC_WINDOW else "steps")
+    if kind == examples.ALLREDUCE:
+        per_step = figures["examples"] // figures["train_steps"]
+        workers = record["run"]["workers"]
+        steps += f" of {workers} × {per_step // workers} examples"
+    machine = record.get("machine", {}).get("cores")
+    text = (f"With the real data sets' defaults ({steps}, {figures['examples']:,} "
+            f"examples, η = {figures['learning_rate']:g}), measured on "
+            f"{record['started'][:10]} on this repository's {machine}-core "
+            f"machine ([benchmark]({link('benchmarks/results/mnist/results.md')})): "
+            f"test accuracy **{figures['test_accuracy']:.4f}** (the baseline: "
+            f"{base['test_accuracy']:.4f}), {figures['command_s']} s for the whole "
+            f"command. Seconds of training to 97%: {reached(figures.get('s_to_97'))} "
+            f"(the baseline: {reached(base.get('s_to_97'))}); to 98%: "
+            f"{reached(figures.get('s_to_98'))} (the baseline: "
+            f"{reached(base.get('s_to_98'))}).")
+    return textwrap.fill(text, 100, break_on_hyphens=False, break_long_words=False)

@@ -1,0 +1,168 @@
+"""The docs' figures, from the stored results.
+
+    python -m benchmarks docs           # rewrite every generated block
+    python -m benchmarks docs --check   # exit 1 if a block or a quote is stale
+
+Two ways a page takes its figures from a results folder:
+
+- a generated block, between `<!-- benchmarks: FOLDER SNIPPET [ARG] -->`
+  and `<!-- /benchmarks -->`, which this rewrites from the folder's
+  runs.jsonl (FOLDER is under benchmarks/results; the snippets are the
+  reports' `snippets`);
+- a quote in the prose, listed in quotes.py with the results it comes
+  from and how it is computed; --check recomputes each and looks for it in
+  its page.
+"""
+
+import os
+import re
+import subprocess
+
+from . import store
+from .errors import UsageError
+from .reports import KINDS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+BLOCK = re.compile(r"(<!-- benchmarks: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
+                   r"(<!-- /benchmarks -->)", re.S)
+
+
+class Results:
+    """A results folder's latest code version: its records, and helpers
+    to pick runs and figures from them."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        path = os.path.join(RESULTS, folder)
+        records = store.read(path)
+        if not records:
+            raise UsageError(f"benchmarks/results/{folder} holds no runs.jsonl")
+        groups = store.latest(records)
+        latest = max(groups, key=lambda code: max(
+            record["started"] for record in groups[code]))
+        self.records = groups[latest]
+        self.kind = KINDS[records[0]["report"]]
+
+    def runs(self, scheme=None, **where):
+        """The successful records of `scheme` whose run has every setting
+        in `where`."""
+        return [record for record in self.records if record["status"] == "ok"
+                and (scheme is None or record["run"].get("scheme") == scheme)
+                and all(record["run"].get(key) == value
+                        for key, value in where.items())]
+
+    def measure(self, scheme, key, **where):
+        """One run's figure; UsageError unless exactly one run matches."""
+        matched = self.runs(scheme, **where)
+        if len(matched) != 1:
+            raise UsageError(f"{self.folder}: {len(matched)} runs of {scheme} "
+                             f"with {where}, not one")
+        return matched[0]["measures"].get(key)
+
+
+_cache = {}
+
+
+def results(folder):
+    if folder not in _cache:
+        _cache[folder] = Results(folder)
+    return _cache[folder]
+
+
+def link_from(doc):
+    """A function turning a repository path into a link from `doc`."""
+    base = os.path.dirname(doc)
+    return lambda path: os.path.relpath(path, base or ".")
+
+
+def generate(spec, doc):
+    """The body of the block `spec` in `doc` (a path from the repository)."""
+    parts = spec.split()
+    if not parts:
+        raise UsageError(f"{doc}: an empty benchmarks block")
+    folder, snippet, args = parts[0], parts[1] if len(parts) > 1 else "", parts[2:]
+    source = results(folder)
+    try:
+        text = source.kind.snippet(snippet, args, source, link_from(doc))
+    except (AttributeError, KeyError):
+        raise UsageError(f"{doc}: no snippet {snippet!r} for "
+                         f"benchmarks/results/{folder}") from None
+    return text.rstrip("\n") + "\n"
+
+
+def markdown_files():
+    listed = subprocess.run(["git", "-C", REPO, "ls-files", "*.md"],
+                            capture_output=True, text=True, check=True,
+                            timeout=60).stdout.split()
+    return [path for path in listed if os.path.exists(os.path.join(REPO, path))]
+
+
+def refreshed(doc, text):
+    """`text` with every block regenerated."""
+    return BLOCK.sub(lambda match: match[1] + generate(match["spec"], doc)
+                     + match[4], text)
+
+
+def stale_blocks():
+    """[(doc, spec)] of every block whose body is not what it generates."""
+    stale = []
+    for doc in markdown_files():
+        with open(os.path.join(REPO, doc), encoding="utf-8") as stream:
+            text = stream.read()
+        for match in BLOCK.finditer(text):
+            if match["body"] != generate(match["spec"], doc):
+                stale.append((doc, match["spec"]))
+    return stale
+
+
+def blocks():
+    """[(doc, spec)] of every block."""
+    found = []
+    for doc in markdown_files():
+        with open(os.path.join(REPO, doc), encoding="utf-8") as stream:
+            found += [(doc, match["spec"]) for match in BLOCK.finditer(stream.read())]
+    return found
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def wrong_quotes():
+    """[(doc, expected text)] of every quote not found in its page."""
+    from . import quotes
+
+    pages, wrong = {}, []
+    for quote in quotes.QUOTES:
+        if quote.doc not in pages:
+            with open(os.path.join(REPO, quote.doc), encoding="utf-8") as stream:
+                pages[quote.doc] = flat(stream.read())
+        expected = quote.render()
+        if flat(expected) not in pages[quote.doc]:
+            wrong.append((quote.doc, expected))
+    return wrong
+
+
+def main(check):
+    if check:
+        problems = [f"{doc}: block '{spec}' is not what the results give; run "
+                    f"python -m benchmarks docs" for doc, spec in stale_blocks()]
+        problems += [f"{doc}: does not quote '{text}' as the results give it"
+                     for doc, text in wrong_quotes()]
+        for line in problems:
+            print(line)
+        return 1 if problems else 0
+    changed = []
+    for doc in markdown_files():
+        path = os.path.join(REPO, doc)
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+        new = refreshed(doc, text)
+        if new != text:
+            with open(path, "w", encoding="utf-8") as stream:
+                stream.write(new)
+            changed.append(doc)
+    print(f"{len(changed)} pages rewritten" + (f": {', '.join(changed)}"
+                                               if changed else ""))
+    return 0
