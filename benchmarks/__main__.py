@@ -190,7 +190,7 @@ def run_suite(args):
     # SIGTERM ends the suite like Ctrl-C: the run going on is killed, and its
     # tasks with it (the launcher's tasks die with the launcher).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
-    bar, failed = Bar(len(todo)), 0
+    bar, failed = Bar(len(todo)) if todo else None, 0
     try:
         for run in todo:
             bar.starting(suites.label(run))
@@ -201,7 +201,8 @@ def run_suite(args):
             failed += record["status"] != "ok"
             bar.finished(measured(record))
     finally:
-        bar.close()
+        if bar:
+            bar.close()
     written = reports.write(folder)
     print(f"{failed} of {len(todo)} runs failed; " if failed else "",
           f"report in {os.path.relpath(folder)}: {', '.join(written)}", sep="",

@@ -1,7 +1,10 @@
 """The suite's progress: a bar with the run going on, the runs done and
-left and the time left (tqdm), and one line per finished run above it."""
+left and the time left (tqdm), and one line per finished run above it; in
+a log (no terminal), a line per run as it starts instead of the bar."""
 
 import sys
+
+from .reports.common import benchmark_packages
 
 
 def measured(record):
@@ -28,10 +31,13 @@ class Bar:
     """tqdm's bar on standard error; plain lines where tqdm is missing."""
 
     def __init__(self, total):
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            tqdm = None
+        tqdm = None
+        if sys.stderr.isatty():  # in a log, one line per run says more
+            benchmark_packages()
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
         self.bar = tqdm and tqdm(total=total, unit="run", file=sys.stderr,
                                  dynamic_ncols=True,
                                  bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "

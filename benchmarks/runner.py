@@ -72,6 +72,8 @@ def run_one(suite, run, folder, data_dir=None, train_examples=None):
     # A checkpoint left by an earlier run would be restored, and the run
     # would start where that one ended.
     shutil.rmtree(logdir, ignore_errors=True)
+    if "command" in run:
+        os.makedirs(logdir)  # for whatever the command leaves there
     argv, env = commands.command_for(run, logdir, data_dir, train_examples)
     record = {"suite": suite.name, "report": suite.report, "run": run,
               "label": suites.label(run),
