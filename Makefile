@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
+	bench-quick bench-network bench-startup test-bench tensorboard ui-test ray test-ray test-real-data \
 	test-waits test-sessions test-users-path test-load test-recovery test-network clean
 
 venv: $(VENV)/.installed
@@ -98,6 +98,15 @@ bench-network: venv tools
 
 bench-startup: venv tools
 	$(BENCH) startup $(ARGS)
+
+# Not part of `make test` (about 3 minutes): the benchmark tool end to end,
+# a failed run recorded and the suite going on (tests/bench_suite), then the
+# quick suite into a fresh folder and its report written again.
+test-bench: venv tools
+	$(PY) -m pytest -p no:cacheprovider tests/bench_suite
+	rm -rf $(VENV)/bench-quick
+	$(BENCH) quick --out $(VENV)/bench-quick
+	$(PY) -m benchmarks report $(VENV)/bench-quick
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
 tensorboard: venv
