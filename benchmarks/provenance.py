@@ -21,7 +21,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Tracked files that cannot change a run's figures.
 NOT_CODE = ("*.md", "*.png", "*.ipynb", "docs/*", "tests/*", "experiments/*",
             "benchmarks/results/*", "kubernetes/*", ".ci/*", ".gitignore",
-            "pyproject.toml", "Dockerfile")
+            "pyproject.toml", "Dockerfile",
+            # The tool's parts that only read what the runs stored.
+            "benchmarks/reports/*", "benchmarks/quotes/*", "benchmarks/docs.py",
+            "benchmarks/convert.py")
 
 
 def git(*args):
@@ -42,19 +45,28 @@ def is_code(path):
 @functools.cache
 def source():
     """{"commit", "dirty", "code"}: HEAD, whether any tracked code file
-    differs from it, and the code's hash (see the module's docstring)."""
+    differs from it, and the code's hash (see the module's docstring): of
+    every code file's content as it is on disk, so that a run made before
+    its changes were committed has the code of the commit that holds them."""
     listing = git("ls-files", "-s", "-z")
     commit = git("rev-parse", "HEAD")
     if listing is None or commit is None:
         return {"commit": None, "dirty": None, "code": None}
-    entries = [entry.decode() for entry in listing.split(b"\0") if entry]
-    # "mode blob stage\tpath": the blob hash names the committed content.
-    code = sorted(entry.split(" ", 1)[1] for entry in entries
-                  if is_code(entry.split("\t", 1)[1]))
-    paths = [entry.split("\t", 1)[1] for entry in entries]
-    changed = git("diff", "HEAD", "--binary", "--",
-                  *[path for path in paths if is_code(path)]) or b""
-    digest = hashlib.sha256("\n".join(code).encode() + b"\0" + changed)
+    blobs = {}
+    for entry in listing.decode().split("\0"):
+        if entry:
+            # "mode blob stage\tpath": the blob hash names the content.
+            meta, path = entry.split("\t", 1)
+            if is_code(path):
+                blobs[path] = meta.split()[1]
+    changed = [path for path in (git("diff", "HEAD", "--name-only", "-z") or b"")
+               .decode().split("\0") if path in blobs]
+    for path in changed:
+        on_disk = os.path.join(REPO, path)
+        blob = os.path.exists(on_disk) and git("hash-object", "--", on_disk)
+        blobs[path] = blob.decode().strip() if blob else "deleted"
+    digest = hashlib.sha256("\n".join(f"{blob} {path}" for path, blob
+                                      in sorted(blobs.items())).encode())
     return {"commit": commit.decode().strip(), "dirty": bool(changed),
             "code": digest.hexdigest()[:16]}
 

@@ -221,3 +221,35 @@ def test_the_tool_runs_from_a_copy_of_the_results(tmp_path):
     result = run([PYTHON, "-m", "benchmarks", "report", str(folder)], timeout=60)
     assert result.returncode == 0, result.stderr
     assert (folder / "results.md").exists()
+
+
+def test_the_code_version_follows_the_code_not_the_prose(tmp_path, monkeypatch):
+    """Editing a README or committing results keeps a suite's runs; a change
+    to a script, committed or not, starts a new version."""
+    from benchmarks import provenance
+
+    def git(*args):
+        run(["git", "-C", str(tmp_path), *args], timeout=30).check_returncode()
+
+    git("init", "-q")
+    (tmp_path / "train.py").write_text("rate = 0.2\n")
+    (tmp_path / "README.md").write_text("# Train\n")
+    git("add", ".")
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "one")
+    monkeypatch.setattr(provenance, "REPO", str(tmp_path))
+
+    def source():
+        provenance.source.cache_clear()
+        return provenance.source()
+
+    first = source()
+    assert len(first["commit"]) == 40 and first["dirty"] is False
+    (tmp_path / "README.md").write_text("# Train, with a figure\n")
+    assert source() == first
+    (tmp_path / "train.py").write_text("rate = 0.1\n")
+    changed = source()
+    assert changed["dirty"] is True and changed["code"] != first["code"]
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qam", "two")
+    committed = source()
+    assert committed["dirty"] is False and committed["code"] == changed["code"]
+    assert committed["commit"] != first["commit"]
