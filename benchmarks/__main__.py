@@ -59,7 +59,8 @@ def make_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("suite", help="the suite's name: " + ", ".join(suites.names()))
     run.add_argument("--schemes", help="comma-separated examples: only their "
-                                       "runs (and the baseline's)")
+                                       "runs (and the baseline's, and the "
+                                       "suite's own commands)")
     run.add_argument("--workers", help="comma-separated worker counts, in "
                                        "place of the suite's")
     run.add_argument("--dataset", help="synthetic or mnist, in place of the "

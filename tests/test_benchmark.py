@@ -253,3 +253,12 @@ def test_the_code_version_follows_the_code_not_the_prose(tmp_path, monkeypatch):
     committed = source()
     assert committed["dirty"] is False and committed["code"] == changed["code"]
     assert committed["commit"] != first["commit"]
+
+
+def test_a_missing_matplotlib_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    import sys
+
+    shutil.copy(os.path.join(RESULTS, "allreduce-synthetic", store.RUNS), tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
+    assert main(["report", str(tmp_path)]) == 2
+    assert "the reports need matplotlib; run `make venv`" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import sys
 from guide import examples
 
 from .. import provenance
+from ..errors import UsageError
 
 BASELINE = examples.BASELINE.name
 
@@ -24,15 +25,14 @@ def benchmark_packages():
 
 
 def pyplot():
-    """matplotlib.pyplot for files, no display; UsageError-free SystemExit
-    with the fix where it is missing."""
+    """matplotlib.pyplot for files, no display; UsageError with the fix
+    where matplotlib is missing."""
     benchmark_packages()
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit("python -m benchmarks: error: the reports need "
-                         "matplotlib; run `make venv`, or `pip install -r "
-                         "benchmarks/requirements.txt`") from None
+        raise UsageError("the reports need matplotlib; run `make venv`, or "
+                         "`pip install -r benchmarks/requirements.txt`") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot
     return matplotlib.pyplot
