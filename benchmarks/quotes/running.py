@@ -1,0 +1,30 @@
+"""docs/running.md's figures: a job's start-up with each task a new Python,
+and forked from a launcher that imported TensorFlow once
+(benchmarks/results/startup, through its report's summary)."""
+
+from ..docs import results
+from ..reports import startup
+from . import Quote
+from .real_data import cores, spelled
+
+DOC = "docs/running.md"
+NEW, FORKED = startup.WAYS[False], startup.WAYS[True]
+
+
+def start_up():
+    rows = [row for row in startup.summary(results("startup").records)
+            if "medians" in row]
+    most = max(rows, key=lambda row: row["workers"])
+    return {"workers": most["workers"], "cores": spelled(cores("startup")),
+            "new": f"{most['medians'][NEW]['startup_s']:.1f}",
+            "forked": f"{most['medians'][FORKED]['startup_s']:.1f}",
+            "halves": "halves" if round(most["startup_ratio"]) == 2
+            else f"divides by {most['startup_ratio']:.1f}"}
+
+
+QUOTES = [
+    Quote(DOC, "with {workers} workers on {cores} cores that is about {new} s of "
+               "start-up. `LAUNCH_PRELOAD_TENSORFLOW=1 bash run.sh` has the "
+               "launcher import it once and fork every task from itself, which "
+               "{halves} that ({forked} s; `make bench-startup`)", start_up),
+]
