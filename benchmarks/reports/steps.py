@@ -14,13 +14,27 @@ LABELS = {"local": "local, plain session (the baseline's)",
           "ps": "variables on the ps (a Hogwild step)"}
 
 
-def results_of(group):
-    """{batch size: step_trace.py's result}, of the runs that finished."""
-    results = {}
+def runs_of(group):
+    """{batch size: [step_trace.py's result of each run that finished]}."""
+    runs = {}
     for record in group:
         if record["status"] == "ok" and "kinds" in record.get("result", {}):
-            results[record["result"]["batch_size"]] = record["result"]
-    return dict(sorted(results.items()))
+            runs.setdefault(record["result"]["batch_size"], []).append(
+                record["result"])
+    return dict(sorted(runs.items()))
+
+
+def ps_times_local(result):
+    return kind(result, "ps")["cpu_times_local"]
+
+
+def results_of(group):
+    """{batch size: the result of its median run}: of the runs at that
+    batch, the one whose ps step's CPU against the local step's is the
+    median (the upper one of an even number), tabled whole, so that every
+    figure of a table comes from one run."""
+    return {batch: sorted(results, key=ps_times_local)[len(results) // 2]
+            for batch, results in runs_of(group).items()}
 
 
 def kind(result, name):
@@ -65,10 +79,16 @@ def section(group):
              "that the cores allow at that CPU per step, to the thousand, "
              "whatever the tasks. The window's row is computed from the two "
              "above it. Then one traced ps step (the fullest of three): per "
-             "job, the time in the model's ops and in receiving tensors.", ""]
+             "job, the time in the model's ops and in receiving tensors. Of "
+             "several runs at a batch size, the table is the run whose ps step "
+             "has the median × local CPU.", ""]
     failed = [record for record in group if record["status"] != "ok"]
-    for batch, result in results_of(group).items():
-        parts += [f"### Batch {batch}, {result['steps']} steps each", ""]
+    runs, median = runs_of(group), results_of(group)
+    for batch, result in median.items():
+        spread = ", ".join(f"{ps_times_local(run):.2f}" for run in runs[batch])
+        parts += [f"### Batch {batch}, {result['steps']} steps each", "",
+                  f"Runs: {len(runs[batch])}; the ps step's × local CPU in each: "
+                  f"{spread}.", ""]
         parts += table(result) + ["", "One traced ps step:", ""]
         parts += trace_table(result) + [""]
     parts += [f"- {record['label']}: failed ({record['error']})" for record in failed]
