@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network bench-startup tensorboard ui-test ray test-ray test-real-data \
+	bench-quick bench-network bench-startup bench-steps tensorboard ui-test ray test-ray test-real-data \
 	test-waits test-sessions test-users-path test-load test-recovery test-network clean
 
 venv: $(VENV)/.installed
@@ -98,6 +98,10 @@ bench-network: venv tools
 
 bench-startup: venv tools
 	$(BENCH) startup $(ARGS)
+
+# Where a step's time goes: benchmarks/step_trace.py, stored (about 1 min).
+bench-steps: venv
+	$(BENCH) steps $(ARGS)
 
 # TensorBoard on 127.0.0.1, a free port, over every example's runs/.
 tensorboard: venv
