@@ -1,6 +1,7 @@
 """benchmarks/README.md's figures, from "On slower links" on: the network's
 cost (results/network), start-up (results/startup), the synthetic suite
-(results/synthetic) and a ps against a ring (results/allreduce-synthetic).
+(results/synthetic), a ps against a ring (results/allreduce-synthetic) and
+where a step's time goes (results/steps, whose table is a generated block).
 
 A figure the reports' tables show is quoted as they show it (`shown`);
 one the page works out from them is rounded as a decimal, halves up
@@ -13,7 +14,7 @@ from guide import examples
 
 from ..docs import results
 from ..provenance import described
-from ..reports import compare, startup
+from ..reports import compare, startup, steps
 from ..reports.common import shown
 from ..reports.network import NO_LIMIT, SLOW_LINK
 from . import Quote
@@ -373,7 +374,8 @@ def synthetic_startup():
                             1)}
 
 
-# Why some targets are missed: the compare report's targets.
+# Why some targets are missed: the compare report's targets, and
+# benchmarks/results/steps.
 
 def targets():
     window = results("synthetic").records[0]["run"]["window"]
@@ -406,6 +408,45 @@ def targets_met_and_missed():
             + (" points below)" if index == 0 else ")")
             for index, (name, points) in enumerate(accuracy)),
         "startup": rounded(start_ratio, 2)}
+
+
+def step_figures():
+    records = results("steps").records
+    by_batch = steps.results_of(records)
+    small, large = by_batch[100], by_batch[1000]
+    local, server, ps, window = (steps.kind(small, name) for name in
+                                 ("local", "local, through a server", "ps", "window"))
+    large_local, large_ps = steps.kind(large, "local"), steps.kind(large, "ps")
+    traced = small["traced_ps_step"]
+    big = [size for size in small["parameter_bytes"].values() if size >= 100_000]
+    [machine] = {(record["machine"]["cores"], record["machine"]["cpu"])
+                 for record in records}
+    return {
+        "ps": rounded(ps["cpu_times_local"], 1),
+        "ps2": rounded(ps["cpu_times_local"], 2),
+        "machine": f"{machine[0]} cores ({machine[1]})",
+        "runs": WORDS[len(steps.runs_of(records)[100])],
+        "allowed": steps.allowed(local["examples_per_s_allowed"]),
+        "tensors": WORDS[sum(job["tensors_received"] for job in traced.values())],
+        "parameters": WORDS[traced["worker"]["tensors_received"]],
+        "gradients": WORDS[traced["ps"]["tensors_received"] - 1],
+        # Each large parameter goes to the worker, and its gradient back.
+        "large": WORDS[2 * len(big)],
+        "megabytes": spread([size / 1e6 for size in big], 1),
+        "ps_receive": rounded(traced["ps"]["receive_ms"], 2),
+        "ps_ops": rounded(traced["ps"]["ops_ms"], 2),
+        "worker_receive": rounded(traced["worker"]["receive_ms"], 2),
+        "worker_ops": rounded(traced["worker"]["ops_ms"], 2),
+        "local_cpu": rounded(local["cpu_ms"], 2),
+        "large_local_cpu": rounded(large_local["cpu_ms"], 2),
+        "exchange": rounded(ps["cpu_ms"] - local["cpu_ms"], 2),
+        "large_exchange": rounded(large_ps["cpu_ms"] - large_local["cpu_ms"], 2),
+        "ps_cpu": rounded(ps["cpu_ms"], 2),
+        "large_ps_cpu": rounded(large_ps["cpu_ms"], 2),
+        "large_ps2": rounded(large_ps["cpu_times_local"], 2),
+        "server": rounded(server["cpu_times_local"], 2),
+        "window": rounded(window["cpu_times_local"], 2),
+        "busy": rounded(local["cpu_ms"] / local["wall_ms"], 2)}
 
 
 def sweeps_and_batch():
@@ -535,6 +576,8 @@ QUOTES = [
     Quote(DOC, "Multi-Worker-Mirrored-Strategy (allreduce, no ps) ends where "
                "Synchronous-SGD does, {same}, at {times} times its throughput "
                "({ring} against {sync}).", mirrored_against_sync),
+    Quote(DOC, "A step that exchanges with the ps costs {ps} times the CPU of a "
+               "local step", step_figures),
     Quote(DOC, "reach {every} of the baseline's throughput. The windowed schemes "
                "exchange once in eight steps: DOWNPOUR, AGN, Dynamic-SGD, AEASGD "
                "and AEAMSGD reach {windowed} (DOWNPOUR-Easy {easy}; SAGN, which is "
@@ -552,9 +595,30 @@ QUOTES = [
                "the accuracy of every scheme but {accuracy_missed}. Missed: the "
                "throughput of {missed}; the accuracy of {missed_accuracy}; start-up "
                "({startup}).", targets_met_and_missed),
+    Quote(DOC, "**Throughput: a step that exchanges with the ps costs {ps} times "
+               "the CPU of a local one, and two cores are shared by all the "
+               "tasks.**", step_figures),
+    Quote(DOC, "At a global batch of 100, on {machine}, the run of {runs} whose ps "
+               "step has the median × local CPU (the last column counts the steps "
+               "alone", step_figures),
+    Quote(DOC, "the synthetic suite's baseline measured {baseline} examples/s on "
+               "its own machine", sweeps_and_batch),
+    Quote(DOC, "and on this one its step alone allows {allowed})", step_figures),
+    Quote(DOC, "A step with the variables on the ps sends {tensors} tensors over "
+               "gRPC: the {parameters} parameter tensors to the worker, the "
+               "{gradients} gradients and the learning rate to the ps; {large} of "
+               "them are {megabytes} MB.", step_figures),
+    Quote(DOC, "(in the traced step, {ps_receive} ms receiving against {ps_ops} ms "
+               "in ops on the ps, {worker_receive} against {worker_ops} on the "
+               "worker)", step_figures),
     Quote(DOC, "Hogwild reached {hogwild1} of the baseline with 1 worker, "
                "{hogwild2} with 2 and {hogwild4} with 4 (the sweep table).",
           sweeps_and_batch),
+    Quote(DOC, "the local step's CPU grows from {local_cpu} to {large_local_cpu} "
+               "ms, but the exchange does not grow: the ps step costs {exchange} ms "
+               "more than a local one at 100 ({ps_cpu} ms) and {large_exchange} "
+               "more at 1000 ({large_ps_cpu} ms), so {large_ps2} times a local "
+               "step's CPU against {ps2} at 100.", step_figures),
     Quote(DOC, "Hogwild reaches {hogwild_large} of the baseline at that batch in "
                "the same benchmark run. The baseline itself is bound by its "
                "per-step cost at batch 100: {baseline} examples/s, against "
@@ -562,6 +626,11 @@ QUOTES = [
     Quote(DOC, "Synchronous-SGD ({sync}) pays more per update", sweeps_and_batch),
     Quote(DOC, "At a global batch of 1000 it reaches {sync_large}. SAGN ({sagn}) "
                "is synchronous too", sweeps_and_batch),
+    Quote(DOC, "a local step through the worker's server costs {server} times the "
+               "CPU of the baseline's, so a window of 8 costs {window} times the "
+               "baseline's CPU per example (the table above), and two workers have "
+               "two cores where the baseline's one process keeps {busy} busy",
+          step_figures),
     Quote(DOC, "In the latest run of the synthetic suite, DOWNPOUR, AGN, "
                "Dynamic-SGD, AEASGD and AEAMSGD reached {windowed} (medians of "
                "three).", throughput_ratios),
