@@ -18,8 +18,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network bench-startup test-bench tensorboard ui-test ray test-ray test-real-data \
-	test-waits test-sessions test-users-path test-load test-recovery test-network clean
+	bench-quick bench-network bench-startup bench-steps test-bench tensorboard ui-test ray \
+	test-ray test-real-data test-waits test-sessions test-users-path test-load test-recovery test-network clean
 
 venv: $(VENV)/.installed
 
@@ -98,6 +98,10 @@ bench-network: venv tools
 
 bench-startup: venv tools
 	$(BENCH) startup $(ARGS)
+
+# Where a step's time goes: benchmarks/step_trace.py, stored (about 1 min).
+bench-steps: venv
+	$(BENCH) steps $(ARGS)
 
 # Not part of `make test` (about 3 minutes): the benchmark tool end to end,
 # a failed run recorded and the suite going on (tests/bench_suite), then the

@@ -2,6 +2,7 @@
 """Where a training step's time goes when the variables live on a ps.
 
     python benchmarks/step_trace.py [--batch_size 100] [--steps 300]
+                                    [--result PATH]
 
 Runs SGD steps of the examples' classifier on one batch in one process,
 three ways one after the other, --steps steps each, and prints the wall time
@@ -22,9 +23,16 @@ trace, sums per device the time spent in the model's ops and in receiving
 tensors, which shows how much of the step is the exchange. On a machine of
 C cores, no set of tasks can process more examples per second than
 C × 1000 / (CPU ms per step) × batch: that bound is printed too.
+
+--result writes the same figures as JSON (the `steps` suite's runs do, for
+its report: `python -m benchmarks run steps`): the batch size, the steps,
+the cores, the window; per kind of step its wall and CPU ms, both against
+the local step's, and the examples per second the cores allow; the traced
+ps step's sums per job; and the bytes of each parameter tensor.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -72,7 +80,7 @@ def local_step(args):
 
 def remote_steps(args):
     """((wall, CPU) ms per step: local through the server, ps, window 8;
-    trace sums)."""
+    trace sums; {parameter: bytes})."""
     ps_port, worker_port = free_ports(2)
     cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
                                     "worker": [f"127.0.0.1:{worker_port}"]})
@@ -111,7 +119,10 @@ def remote_steps(args):
                       for local, ps in zip(local_ms, ps_ms))
     fullest = max(traces, key=lambda sums: min(
         [received for _, _, received in sums.values()], default=0))
-    return local_ms, ps_ms, window_ms, fullest
+    sizes = {variable.op.name: variable.shape.num_elements()
+             * variable.dtype.base_dtype.size
+             for variable in classifier.mlp.variables}
+    return local_ms, ps_ms, window_ms, fullest, sizes
 
 
 def trace_sums(metadata):
@@ -132,32 +143,70 @@ def trace_sums(metadata):
     return sums
 
 
+def allowed(cores, cpu_ms, batch_size):
+    """The most examples per second `cores` cores can process at `cpu_ms`
+    of CPU per step of `batch_size` examples."""
+    return cores * 1000 / cpu_ms * batch_size
+
+
+def figures(args, cores, timed, sums, sizes):
+    """What --result writes: `timed` is [(kind, (wall ms, CPU ms))], the
+    local step's first."""
+    local_wall, local_cpu = timed[0][1]
+    return {
+        "batch_size": args.batch_size, "steps": args.steps, "cores": cores,
+        "window": WINDOW,
+        "kinds": [{"kind": kind, "wall_ms": round(wall, 4), "cpu_ms": round(cpu, 4),
+                   "wall_times_local": round(wall / local_wall, 3),
+                   "cpu_times_local": round(cpu / local_cpu, 3),
+                   "examples_per_s_allowed": round(allowed(cores, cpu,
+                                                           args.batch_size))}
+                  for kind, (wall, cpu) in timed],
+        "traced_ps_step": {job.removeprefix("job:"): {
+            "ops_ms": round(ops, 3), "receive_ms": round(receive, 3),
+            "tensors_received": received}
+            for job, (ops, receive, received) in sorted(sums.items())},
+        "parameter_bytes": sizes}
+
+
+def write_result(path, result):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as stream:
+        json.dump(result, stream, indent=1, sort_keys=True)
+        stream.write("\n")
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__.strip().splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--batch_size", type=int, default=100)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--result", metavar="PATH",
+                        help="also write the figures to PATH as JSON")
     args = parser.parse_args()
     if args.batch_size < 1 or args.steps < 1:
         parser.error("--batch_size and --steps must be positive")
     tf.compat.v1.disable_eager_execution()
     tf.get_logger().setLevel("ERROR")
     local_ms = local_step(args)
-    server_ms, ps_ms, window_ms, sums = remote_steps(args)
+    server_ms, ps_ms, window_ms, sums, sizes = remote_steps(args)
     cores = len(os.sched_getaffinity(0))
+    timed = [("local", local_ms), ("local, through a server", server_ms),
+             ("ps", ps_ms), ("window", window_ms)]
     print(f"batch {args.batch_size}, per step: wall ms (× local), CPU ms (× local), "
           f"examples/s that {cores} cores allow at most:")
-    for name, (wall, cpu) in (
-            ("local", local_ms), ("local, through a server", server_ms),
-            ("ps", ps_ms), (f"window {WINDOW}", window_ms)):
+    for kind, (wall, cpu) in timed:
+        name = f"window {WINDOW}" if kind == "window" else kind
         print(f"  {name:24} {wall:6.2f} ms ({wall / local_ms[0]:.2f}×)  "
               f"{cpu:6.2f} ms ({cpu / local_ms[1]:.2f}×)  "
-              f"{cores * 1000 / cpu * args.batch_size:9,.0f}")
+              f"{allowed(cores, cpu, args.batch_size):9,.0f}")
     print("one traced ps step, per job: ms in ops, ms receiving tensors "
           "(tensors received):")
     for job, (ops, receive, received) in sorted(sums.items()):
         print(f"  {job:24} {ops:6.2f} ms  {receive:6.2f} ms  ({received})")
+    if args.result:
+        write_result(args.result, figures(args, cores, timed, sums, sizes))
 
 
 if __name__ == "__main__":

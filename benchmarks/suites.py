@@ -22,7 +22,7 @@ from guide import examples
 from .errors import UsageError
 
 FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suites")
-REPORTS = ("compare", "defaults", "network", "startup")
+REPORTS = ("compare", "defaults", "network", "startup", "steps")
 DATASETS = ("synthetic", "mnist")
 # Every example that reports an accuracy curve: all but the Supervisor variant.
 SCHEMES = [example.name for example in examples.EXAMPLES if example.hooks]

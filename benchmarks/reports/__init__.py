@@ -10,10 +10,10 @@ import os
 
 from .. import store
 from ..errors import UsageError
-from . import common, compare, defaults, network, startup
+from . import common, compare, defaults, network, startup, steps
 
 KINDS = {"compare": compare, "defaults": defaults, "network": network,
-         "startup": startup}
+         "startup": startup, "steps": steps}
 
 
 def check(kind):
