@@ -22,8 +22,9 @@ def check(kind):
     return KINDS[kind]
 
 
-def write(folder, must_exist=False):
-    """Writes `folder`'s report; the names of the files written."""
+def write(folder, must_exist=False, plots=True):
+    """Writes `folder`'s report (results.md, and the plots unless told not
+    to); the names of the files written."""
     records = store.read(folder)
     if not records:
         if must_exist:
@@ -52,7 +53,7 @@ def write(folder, must_exist=False):
                       "tabled apart, and not plotted.", ""]
         parts += common.header(group, level=2 if index == 0 else 3)
         parts += module.section(group)
-        if index == 0:
+        if index == 0 and plots:
             written += module.plots(group, folder)
         parts += common.commands(group)
     text = "\n".join(parts).rstrip("\n") + "\n"
