@@ -262,3 +262,16 @@ def test_a_missing_matplotlib_is_one_line_and_exit_2(tmp_path, monkeypatch, caps
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     assert main(["report", str(tmp_path)]) == 2
     assert "the reports need matplotlib; run `make venv`" in capsys.readouterr().err
+
+
+def test_the_readmes_example_suite_is_a_valid_suite():
+    import re
+    import tomllib
+
+    with open(os.path.join(REPO, "benchmarks", "README.md")) as stream:
+        block = re.search(r"```toml\n(.*?)```", stream.read(), re.S)[1]
+    text = "\n".join(line[2:] for line in block.splitlines())
+    suite = suites.parse("example", tomllib.loads(text))
+    # Hogwild and DOWNPOUR at 2 workers are in both tables, and run once.
+    assert len(suite.runs) == 7
+    assert suite.runs[1]["tables"] == ["main", "sweep"]
