@@ -5,12 +5,19 @@ command's seconds, and the seconds of training to 97% and 98%."""
 import os
 
 from .. import measures
+from ..errors import UsageError
 from . import common
 from .common import BASELINE, topology
 
 TITLE = "Every example with its defaults"
 COLUMNS = ["example", "topology", "test accuracy", "− baseline", "late",
            "− baseline's", "steps", "examples", "seconds", "to 97%", "to 98%"]
+
+
+def seconds(value):
+    """A whole command's seconds, to the tenth: it varies by more from run
+    to run."""
+    return f"{value:.1f}"
 
 
 def reached(value):
@@ -40,13 +47,13 @@ def row(record, baseline, baseline_late):
     name, where = record["run"].get("scheme"), topology(record["run"])
     if record["status"] != "ok":
         return [name, where, f"failed: {record['error']}", "", "", "", "", "",
-                figures["command_s"], "", ""]
+                seconds(figures["command_s"]), "", ""]
     gap = figures["test_accuracy"] - (baseline or figures)["test_accuracy"]
     mean = late(record)
     late_gap = mean - (mean if baseline_late is None else baseline_late)
     return [name, where, f"{figures['test_accuracy']:.4f}", f"{gap:+.4f}",
             f"{mean:.4f}", f"{late_gap:+.4f}", f"{figures['train_steps']:,}",
-            f"{figures['examples']:,}", figures["command_s"],
+            f"{figures['examples']:,}", seconds(figures["command_s"]),
             reached(figures.get("s_to_97")), reached(figures.get("s_to_98"))]
 
 
@@ -157,7 +164,7 @@ def snippet(name, args, source, link):
             ["example", "topology", "test accuracy", "seconds", "to 97%"],
             [(record["run"]["scheme"], topology(record["run"]),
               f"{record['measures']['test_accuracy']:.4f}",
-              record["measures"]["command_s"],
+              seconds(record["measures"]["command_s"]),
               reached(record["measures"].get("s_to_97")))
              for record in rows_of(group) if record["status"] == "ok"]))
     if name == "example":
@@ -170,8 +177,13 @@ def example_paragraph(scheme, group, link):
 
     from guide import examples
 
-    record = next(record for record in group if record["run"]["scheme"] == scheme)
+    record = next((record for record in group if record["run"]["scheme"] == scheme
+                   and record["status"] == "ok"), None)
     base = baseline_of(group)
+    if record is None or base is None:
+        raise UsageError(f"the latest runs of benchmarks/results/mnist have no "
+                         f"finished run of {scheme if record is None else BASELINE}; "
+                         f"run the suite to its end")
     figures, kind = record["measures"], examples.BY_NAME[scheme].kind
     steps = f"{figures['train_steps']:,} " + (
         "rounds" if kind == examples.SYNC_WINDOW else "steps")
@@ -185,9 +197,10 @@ def example_paragraph(scheme, group, link):
             f"{record['started'][:10]} on this repository's {machine}-core "
             f"machine ([benchmark]({link('benchmarks/results/mnist/results.md')})): "
             f"test accuracy **{figures['test_accuracy']:.4f}** (the baseline: "
-            f"{base['test_accuracy']:.4f}), {figures['command_s']} s for the whole "
-            f"command. Seconds of training to 97%: {reached(figures.get('s_to_97'))} "
-            f"(the baseline: {reached(base.get('s_to_97'))}); to 98%: "
+            f"{base['test_accuracy']:.4f}), {seconds(figures['command_s'])} s for "
+            f"the whole command. Seconds of training to 97%: "
+            f"{reached(figures.get('s_to_97'))} (the baseline: "
+            f"{reached(base.get('s_to_97'))}); to 98%: "
             f"{reached(figures.get('s_to_98'))} (the baseline: "
             f"{reached(base.get('s_to_98'))}).")
     return textwrap.fill(text, 100, break_on_hyphens=False, break_long_words=False)
