@@ -54,10 +54,11 @@ class _SayWhenSessionsAreRecreated(logging.Filter):
         if record.getMessage().startswith("An error was raised"):
             error = record.args[-1] if record.args else None
             # The error's first line of its own: the session's run adds a
-            # heading line before it.
+            # heading line before it, and gRPC may frame it in a rule of '='.
             lines = [line.strip() for line
                      in str(getattr(error, "message", error)).splitlines()
-                     if line.strip() and line.strip() != "Graph execution error:"]
+                     if any(char.isalnum() for char in line)
+                     and line.strip() != "Graph execution error:"]
             said = f"{type(error).__name__}: {(lines or [''])[0][:300]}"
             now = time.monotonic()
             self._times = [t for t in self._times if now - t < self._seconds]
