@@ -6,6 +6,8 @@ Rounded as bench_format.py says; each run's figures read as
 bench_synthetic.py's `each_run` reads them, from native records or
 converted ones."""
 
+import statistics
+
 from ..docs import results
 from ..reports import compare, steps
 from ..reports.common import shown
@@ -218,6 +220,20 @@ def accuracy_runs():
             else "not both inside"}
 
 
+def evaluations():
+    """What the chief's evaluations for the curves cost: one, after the
+    first of a run (which builds the evaluation), and a run's share of its
+    wall time; medians over every run of the synthetic suite."""
+    finished = [record for record in results("synthetic").records
+                if record["status"] == "ok" and record["measures"].get("eval_s")]
+    each = [point["eval_s"] for record in finished
+            for point in record.get("curve", [])[1:] if point.get("eval_s")]
+    share = statistics.median(record["measures"]["eval_s"]
+                              / record["measures"]["wall_s"] for record in finished)
+    return {"ms": rounded(1000 * statistics.median(each)),
+            "share": rounded(100 * share)}
+
+
 QUOTES = [
     Quote(DOC, "The targets: schemes that talk to the ps every step at least "
                "{every} of the baseline's throughput with 2 workers; windowed "
@@ -305,4 +321,8 @@ QUOTES = [
                "Multiple-GPUs-Single-Machine ({mgsm_runs}), which update the ps "
                "asynchronously every step, spread {widely}, their medians "
                "{inside} the line.", accuracy_runs),
+    Quote(DOC, "Each evaluation for the curves takes about {ms} ms, the first of "
+               "a run longer (`eval_s` in runs.jsonl: {share} % of a run's wall "
+               "time, at the median), and is inside the measured training time",
+          evaluations),
 ]
