@@ -7,6 +7,8 @@ import decimal
 
 from guide import examples
 
+from ..docs import results
+
 DOC = "benchmarks/README.md"
 FAST_LINK = "1gbit"
 EVERY_STEP, SYNC = (examples.EVERY_STEP,), (examples.SYNC,)
@@ -51,6 +53,14 @@ def listed(items):
     """'a', 'a and b', 'a, b and c'."""
     items = list(items)
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def machine(folder):
+    """The cores and processor of a results folder's latest runs, as the
+    results pages name them: '2 cores (Intel(R) Xeon(R) Processor)'."""
+    return listed(sorted({f"{record['machine']['cores']} cores "
+                          f"({record['machine']['cpu']})"
+                          for record in results(folder).records}))
 
 
 QUOTES = []

@@ -19,6 +19,7 @@ from .bench_format import (
     WINDOW,
     kilobytes,
     listed,
+    machine,
     rounded,
     spread,
 )
@@ -183,6 +184,12 @@ def time_with_no_limit():
         "sync_rest": spread(values(synchronous, "beyond_compute_s"))}
 
 
+def startup_suite():
+    """Whether the startup suite ran where the network suite did."""
+    return {"where": "" if machine("startup") == machine("network")
+            else ", on a different machine"}
+
+
 QUOTES = [
     # On slower links: what the latest runs say.
     Quote(DOC, "the 4-worker synchronous runs again with a {limit} s limit, since "
@@ -224,4 +231,6 @@ QUOTES = [
                "times the baseline's), the synchronous ones' both ({sync_examples} "
                "times the examples, and {sync_rest} s of exchange and waiting).",
           time_with_no_limit),
+    Quote(DOC, "much of it is the tasks' `import tensorflow`, which [the "
+               "`startup` suite](#start-up) measures{where}.", startup_suite),
 ]
