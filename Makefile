@@ -6,7 +6,7 @@
 # `make bench` runs every example with its defaults on MNIST (about 10 min;
 # `make bench DATA_DIR=folder`, else the Keras cache); `make bench-synthetic`
 # compares every scheme on the same work on the synthetic data (about 13
-# min), `make bench-quick` four of them (about 2 min); `make tensorboard`
+# min), `make bench-quick` three of them and the baseline (about 2 min); `make tensorboard`
 # shows every example's runs/;
 # `make ui-test` checks TensorBoard in headless Chromium (about 3 min);
 # `make test-ray` runs Multi-Worker-Mirrored-Strategy under Ray Train on a

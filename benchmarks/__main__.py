@@ -140,6 +140,13 @@ def check_split(runs):
                 f"divide it")
 
 
+def shown(folder):
+    """A results folder as the user would write it: relative below the
+    current folder, whole elsewhere."""
+    relative = os.path.relpath(folder)
+    return folder if relative.startswith("..") else relative
+
+
 def find_mnist(data_dir):
     """The folder holding MNIST: --data_dir, else the Keras cache."""
     if data_dir:
@@ -187,7 +194,7 @@ def run_suite(args):
     todo = [run for run in runs if suites.run_key(run) not in done]
     print(f"{suite.name}: {len(runs)} runs, {len(runs) - len(todo)} already "
           f"recorded for this code (--rerun runs them again), {len(todo)} to go; "
-          f"results in {os.path.relpath(folder)}", flush=True)
+          f"results in {shown(folder)}", flush=True)
     # SIGTERM ends the suite like Ctrl-C: the run going on is killed, and its
     # tasks with it (the launcher's tasks die with the launcher).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
@@ -206,7 +213,7 @@ def run_suite(args):
             bar.close()
     written = reports.write(folder)
     print(f"{failed} of {len(todo)} runs failed; " if failed else "",
-          f"report in {os.path.relpath(folder)}: {', '.join(written)}", sep="",
+          f"report in {shown(folder)}: {', '.join(written)}", sep="",
           flush=True)
     return 1 if failed else 0
 
@@ -219,7 +226,8 @@ def main(argv=None):
             return docs.main(args.check)
         if args.action == "report":
             written = reports.write(os.path.abspath(args.folder), must_exist=True)
-            print(f"report in {os.path.relpath(args.folder)}: {', '.join(written)}")
+            print(f"report in {shown(os.path.abspath(args.folder))}: "
+                  f"{', '.join(written)}")
             return 0
         return run_suite(args)
     except UsageError as error:

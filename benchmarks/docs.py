@@ -9,9 +9,13 @@ Two ways a page takes its figures from a results folder:
   and `<!-- /benchmarks -->`, which this rewrites from the folder's
   runs.jsonl (FOLDER is under benchmarks/results; the snippets are the
   reports' `snippets`);
-- a quote in the prose, listed in quotes.py with the results it comes
-  from and how it is computed; --check recomputes each and looks for it in
-  its page.
+- a quote in the prose, listed in a module of quotes/ with the results it
+  comes from and how it is computed; --check recomputes each and looks for
+  it in its page.
+
+The snippets: `mnist table`, `mnist short`, `mnist example NAME` (any
+folder of the `mnist` suite), `synthetic table` (the main table of any
+`compare` folder), `steps table BATCH`.
 """
 
 import os
@@ -79,15 +83,20 @@ def link_from(doc):
 def generate(spec, doc):
     """The body of the block `spec` in `doc` (a path from the repository)."""
     parts = spec.split()
-    if not parts:
-        raise UsageError(f"{doc}: an empty benchmarks block")
-    folder, snippet, args = parts[0], parts[1] if len(parts) > 1 else "", parts[2:]
+    if len(parts) < 2:
+        raise UsageError(f"{doc}: the block '{spec}' needs a results folder and a "
+                         f"snippet, as in '<!-- benchmarks: mnist table -->'")
+    folder, snippet, args = parts[0], parts[1], parts[2:]
     source = results(folder)
-    try:
-        text = source.kind.snippet(snippet, args, source, link_from(doc))
-    except (AttributeError, KeyError):
-        raise UsageError(f"{doc}: no snippet {snippet!r} for "
-                         f"benchmarks/results/{folder}") from None
+    if snippet not in source.kind.SNIPPETS:
+        raise UsageError(f"{doc}: no snippet {snippet!r} for benchmarks/results/"
+                         f"{folder}; its snippets: "
+                         f"{', '.join(source.kind.SNIPPETS) or 'none'}")
+    if len(args) != source.kind.SNIPPETS[snippet]:
+        raise UsageError(f"{doc}: the snippet {snippet!r} takes "
+                         f"{source.kind.SNIPPETS[snippet]} argument(s), not "
+                         f"{len(args)}")
+    text = source.kind.snippet(snippet, args, source, link_from(doc))
     return text.rstrip("\n") + "\n"
 
 
@@ -138,12 +147,13 @@ def wrong_quotes():
         if quote.doc not in pages:
             with open(os.path.join(REPO, quote.doc), encoding="utf-8") as stream:
                 pages[quote.doc] = flat(stream.read())
+        where = getattr(quote.figures, "__module__", "?").replace(".", "/")
         try:
             expected = quote.render()
         except (ArithmeticError, LookupError, TypeError, ValueError,
                 UsageError) as error:
-            wrong.append((quote.doc, f"{quote.text} (cannot be computed from the "
-                                     f"results: {error!r})"))
+            wrong.append((quote.doc, f"{quote.text} (from {where}.py: cannot be "
+                                     f"computed from the results: {error!r})"))
             continue
         if flat(expected) not in pages[quote.doc]:
             wrong.append((quote.doc, expected))
@@ -158,6 +168,10 @@ def main(check):
                      for doc, text in wrong_quotes()]
         for line in problems:
             print(line)
+        if not problems:
+            from . import quotes
+            print(f"{len(blocks())} generated blocks and {len(quotes.QUOTES)} "
+                  f"quotes, every one as the results give it")
         return 1 if problems else 0
     changed = []
     for doc in markdown_files():

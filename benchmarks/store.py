@@ -32,17 +32,33 @@ def read(folder):
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise UsageError(
-                    f"{path} line {number} is not valid JSON ({error.msg}); "
-                    f"repair or delete that line, nothing was changed") from None
-            missing = [key for key in REQUIRED if key not in record] \
-                if isinstance(record, dict) else ["everything"]
-            if missing:
+                    f"{path} line {number} is not valid JSON ({error.msg} at "
+                    f"column {error.colno}); repair or delete that line, nothing "
+                    f"was changed") from None
+            problem = not_a_record(record)
+            if problem:
                 raise UsageError(
-                    f"{path} line {number} is not a run record (no "
-                    f"{missing[0]!r}); repair or delete that line, nothing was "
-                    f"changed")
+                    f"{path} line {number} is not a run record ({problem}); "
+                    f"repair or delete that line, nothing was changed")
             records.append(record)
     return records
+
+
+def not_a_record(record):
+    """What is wrong with `record` as a run record, or None."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing = [key for key in REQUIRED if key not in record]
+    if missing:
+        return f"no {missing[0]!r}"
+    for key in ("run", "measures"):
+        if not isinstance(record[key], dict):
+            return f"its {key!r} is not an object"
+    if record["status"] not in ("ok", "failed"):
+        return f"its status is {record['status']!r}, not 'ok' or 'failed'"
+    if record["status"] == "failed" and not isinstance(record.get("error"), str):
+        return "a failed run without its 'error'"
+    return None
 
 
 def check_suite(records, suite, folder):
@@ -51,7 +67,7 @@ def check_suite(records, suite, folder):
                   if record["suite"] != suite), None)
     if other:
         raise UsageError(f"{folder} holds runs of the suite {other!r}, not "
-                         f"{suite!r}; give --out a folder of its own")
+                         f"{suite!r}; give each suite a folder of its own (--out)")
 
 
 def key_of(record):

@@ -174,8 +174,16 @@ def test_a_run_is_skipped_only_if_it_succeeded_for_the_same_code(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("{not json\n", "line 2 is not valid JSON"),
-    ('{"suite": "quick"}\n', "line 2 is not a run record"),
+    ("{not json\n", "line 2 is not valid JSON (Expecting property name enclosed "
+                    "in double quotes at column 2)"),
+    ('{"suite": "quick"}\n', "line 2 is not a run record (no 'run')"),
+    ("[1, 2]\n", "line 2 is not a run record (not a JSON object)"),
+    (json.dumps(dict(record(), run="x")) + "\n", "its 'run' is not an object"),
+    (json.dumps(dict(record(), measures="x")) + "\n",
+     "its 'measures' is not an object"),
+    (json.dumps(dict(record(), status="weird")) + "\n", "its status is 'weird'"),
+    (json.dumps(dict(record(), status="failed")) + "\n",
+     "a failed run without its 'error'"),
 ])
 def test_a_damaged_results_file_is_refused_and_left_alone(tmp_path, extra, message,
                                                           capsys):
@@ -188,8 +196,8 @@ def test_a_damaged_results_file_is_refused_and_left_alone(tmp_path, extra, messa
 def test_a_folder_of_another_suite_is_refused_and_left_alone(tmp_path, capsys):
     text = write_jsonl(tmp_path, [record(suite="mnist")])
     assert main(["run", "quick", "--out", str(tmp_path)]) == 2
-    assert "holds runs of the suite 'mnist', not 'quick'; give --out a folder of " \
-           "its own" in capsys.readouterr().err
+    assert "holds runs of the suite 'mnist', not 'quick'; give each suite a " \
+           "folder of its own (--out)" in capsys.readouterr().err
     assert (tmp_path / store.RUNS).read_text() == text
 
 

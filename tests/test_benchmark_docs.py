@@ -3,8 +3,12 @@ what its results give, every quote in the prose is found in its page, and
 a changed figure is caught."""
 
 import os
+import re
+
+import pytest
 
 from benchmarks import docs, quotes
+from benchmarks.errors import UsageError
 from conftest import REPO
 from guide import examples
 
@@ -35,3 +39,22 @@ def test_a_changed_figure_is_caught(monkeypatch):
                          lambda: {"kb": "9.9"})
     monkeypatch.setattr(quotes, "QUOTES", [moved])
     assert docs.wrong_quotes() == [("README.md", "about 9.9 KB per example")]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("mnist", "needs a results folder and a snippet"),
+    ("mnist example", "the snippet 'example' takes 1 argument(s), not 0"),
+    ("mnist nope", "no snippet 'nope' for benchmarks/results/mnist; its snippets: "
+                   "table, short, example"),
+])
+def test_a_malformed_block_is_named_with_the_fix(spec, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        docs.generate(spec, "README.md")
+
+
+def test_a_quote_that_cannot_be_computed_names_its_module(monkeypatch):
+    broken = quotes.Quote("README.md", "{x}", lambda: {}[0])
+    monkeypatch.setattr(quotes, "QUOTES", [broken])
+    [(doc, said)] = docs.wrong_quotes()
+    assert doc == "README.md" and "test_benchmark_docs.py: cannot" in said
+    assert "cannot be computed from the results: KeyError(0)" in said

@@ -4,7 +4,7 @@ page rounds a figure."""
 from guide import examples
 
 from ..docs import results
-from ..reports import compare, network
+from ..reports import network
 
 QUOTES = []
 KIND = {example.name: example.kind for example in examples.EXAMPLES}
@@ -13,10 +13,6 @@ PER_MINIBATCH = (examples.EVERY_STEP, examples.SYNC)
 
 def network_rows():
     return network.rows_of(results("network").records)[0]
-
-
-def compare_rows(folder):
-    return compare.rows_of(results(folder).records)[0]
 
 
 def pick(rows, *, kinds=None, schemes=None, **where):

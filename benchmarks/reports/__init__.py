@@ -57,6 +57,7 @@ def write(folder, must_exist=False, plots=True):
             written += module.plots(group, folder)
         parts += common.commands(group)
     text = "\n".join(parts).rstrip("\n") + "\n"
+    text = text.replace(common.README_LINK, os.path.relpath(common.README, folder))
     with open(os.path.join(folder, "results.md"), "w", encoding="utf-8") as stream:
         stream.write(text)
     return written

@@ -12,6 +12,11 @@ from .. import provenance
 from ..errors import UsageError
 
 BASELINE = examples.BASELINE.name
+# Where a report links to benchmarks/README.md; `write` makes it relative to
+# the results folder, wherever that is.
+README_LINK = "<benchmarks/README.md>"
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "README.md")
 
 
 def benchmark_packages():

@@ -6,6 +6,9 @@ from .. import measures
 from . import common
 from .common import BASELINE, shown, topology
 
+# The docs' generated blocks this report gives (benchmarks/docs.py): each
+# snippet's name and how many arguments it takes.
+SNIPPETS = {"table": 0}
 TITLE = "Every scheme on the same work"
 # The targets the schemes are held to, as ratios to the baseline.
 EVERY_STEP_TARGET = ("Hogwild", "Synchronous-SGD")
@@ -165,7 +168,8 @@ def section(group):
              f"time ratio: {shown(target, 4)} (the baseline's less "
              f"{TARGET_BELOW_BASELINE}).", "",
              "### Every scheme", "",
-             f"Each row: the medians of up to {repeats} runs.", ""]
+             "Each row: the medians of its runs" + (
+                 f" (up to {repeats})." if repeats > 1 else ", one each."), ""]
     header = ["scheme", "topology"] + [title for _, title, _ in COLUMNS]
     parts += common.table(header, [row_cells(row, COLUMNS) for row in rows["main"]])
     if rows["sweep"]:
@@ -190,7 +194,7 @@ def section(group):
                            for what, value, bound, met in targets(rows, startup,
                                                                   window)])
     parts += ["", "Why a target is missed, measured: [the benchmarks' README]"
-                  "(../../README.md#why-some-targets-are-missed).", ""]
+                  f"({common.README_LINK}#why-some-targets-are-missed).", ""]
     return parts
 
 

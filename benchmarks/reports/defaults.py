@@ -9,6 +9,9 @@ from ..errors import UsageError
 from . import common
 from .common import BASELINE, topology
 
+# The docs' generated blocks this report gives (benchmarks/docs.py): each
+# snippet's name and how many arguments it takes.
+SNIPPETS = {"table": 0, "short": 0, "example": 1}
 TITLE = "Every example with its defaults"
 COLUMNS = ["example", "topology", "test accuracy", "− baseline", "late",
            "− baseline's", "steps", "examples", "seconds", "to 97%", "to 98%"]

@@ -4,6 +4,9 @@ by side; a bare `import tensorflow` for scale."""
 
 from . import common
 
+# The docs' generated blocks this report gives (benchmarks/docs.py): each
+# snippet's name and how many arguments it takes.
+SNIPPETS = {}
 TITLE = "Start-up, with and without preloading TensorFlow"
 WAYS = {False: "a new Python per task", True: "forked from a preloaded launcher"}
 

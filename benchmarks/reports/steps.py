@@ -7,6 +7,9 @@ job."""
 from ..errors import UsageError
 from . import common
 
+# The docs' generated blocks this report gives (benchmarks/docs.py): each
+# snippet's name and how many arguments it takes.
+SNIPPETS = {"table": 1}
 TITLE = "Where a step's time goes"
 # step_trace.py's kinds of step, in words.
 LABELS = {"local": "local, plain session (the baseline's)",
