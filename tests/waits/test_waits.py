@@ -58,6 +58,18 @@ class LockProbe(threading.Thread):
         return self._took_it
 
 
+def probe_until_held(port, attempts=10):
+    """A LockProbe still waiting after 5 s: a run holds the lock. Until a
+    worker's next pull or commit takes it, the lock is free, and a probe
+    that takes it shows only that none has yet; so probe again."""
+    for _ in range(attempts):
+        probe = LockProbe(port)
+        if not probe.took_it_within(5):
+            return probe
+    raise AssertionError(f"no run held the lock under ps 1 in {attempts} probes "
+                         f"of 5 s")
+
+
 def finish(run, logdir, at_least=400):
     code, output = run.finish(timeout=240)
     assert code == 0, output[-3000:]
@@ -102,8 +114,7 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
     try:
         next_step(run, "worker:0", at_least=80)
         pause(logdir, "ps", 1)
-        probe = LockProbe(port)
-        assert not probe.took_it_within(5), "no run held the lock under ps 1"
+        probe = probe_until_held(port)
         kill(run, logdir, "ps", 1, 1)
         assert probe.took_it_within(30), "the failed run's lock stayed taken"
         restored_step(run)
