@@ -24,6 +24,7 @@ import signal
 import sys
 
 from guide import examples
+from guide.training import download
 
 from . import provenance, reports, runner, store, suites
 from .errors import UsageError
@@ -155,10 +156,8 @@ def find_mnist(data_dir):
             raise UsageError(f"--data_dir {data_dir} is not a folder; give the "
                              f"folder with the MNIST files")
         return folder
-    cache = os.path.join(os.environ.get("KERAS_HOME") or os.path.expanduser(
-        os.path.join("~", ".keras")), "datasets")
-    if os.path.isfile(os.path.join(cache, "mnist.npz")):
-        return cache
+    if download.is_cached("mnist"):
+        return download.cache_folder()
     raise UsageError("MNIST is neither in --data_dir nor in the Keras cache; "
                      "give --data_dir the folder with its four IDX files")
 

@@ -42,10 +42,7 @@ class Results:
         records = store.read(path)
         if not records:
             raise UsageError(f"benchmarks/results/{folder} holds no runs.jsonl")
-        groups = store.latest(records)
-        latest = max(groups, key=lambda code: max(
-            record["started"] for record in groups[code]))
-        self.records = groups[latest]
+        self.records = next(iter(store.latest(records).values()))
         self.kind = KINDS[records[0]["report"]]
 
     def runs(self, scheme=None, **where):
@@ -107,6 +104,13 @@ def markdown_files():
     return [path for path in listed if os.path.exists(os.path.join(REPO, path))]
 
 
+def pages():
+    """(page, its text) of every tracked markdown file."""
+    for doc in markdown_files():
+        with open(os.path.join(REPO, doc), encoding="utf-8") as stream:
+            yield doc, stream.read()
+
+
 def refreshed(doc, text):
     """`text` with every block regenerated."""
     return BLOCK.sub(lambda match: match[1] + generate(match["spec"], doc)
@@ -116,9 +120,7 @@ def refreshed(doc, text):
 def stale_blocks():
     """[(doc, spec)] of every block whose body is not what it generates."""
     stale = []
-    for doc in markdown_files():
-        with open(os.path.join(REPO, doc), encoding="utf-8") as stream:
-            text = stream.read()
+    for doc, text in pages():
         for match in BLOCK.finditer(text):
             if match["body"] != generate(match["spec"], doc):
                 stale.append((doc, match["spec"]))
@@ -127,11 +129,8 @@ def stale_blocks():
 
 def blocks():
     """[(doc, spec)] of every block."""
-    found = []
-    for doc in markdown_files():
-        with open(os.path.join(REPO, doc), encoding="utf-8") as stream:
-            found += [(doc, match["spec"]) for match in BLOCK.finditer(stream.read())]
-    return found
+    return [(doc, match["spec"]) for doc, text in pages()
+            for match in BLOCK.finditer(text)]
 
 
 def flat(text):
@@ -174,13 +173,10 @@ def main(check):
                   f"quotes, every one as the results give it")
         return 1 if problems else 0
     changed = []
-    for doc in markdown_files():
-        path = os.path.join(REPO, doc)
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
+    for doc, text in pages():
         new = refreshed(doc, text)
         if new != text:
-            with open(path, "w", encoding="utf-8") as stream:
+            with open(os.path.join(REPO, doc), "w", encoding="utf-8") as stream:
                 stream.write(new)
             changed.append(doc)
     print(f"{len(changed)} pages rewritten" + (f": {', '.join(changed)}"

@@ -89,19 +89,17 @@ def run_one(suite, run, folder, data_dir=None, train_examples=None):
                               os.path.join(folder, "logs", name + ".log"))
     seconds = round(time.perf_counter() - started, 2)
     record["measures"] = {"command_s": seconds}
-    if "command" in run and os.path.exists(os.path.join(logdir, "result.json")):
-        # A suite's own command may leave its figures there, for its report.
+    if os.path.exists(os.path.join(logdir, "result.json")):
+        # An example's result, or the figures a suite's own command left
+        # there for its report.
         try:
-            record["result"] = result_of(logdir)
-        except (OSError, ValueError) as error:
-            code, last_line = code or 1, f"unreadable result: {error!r}"
-    elif "command" not in run and os.path.exists(os.path.join(logdir, "result.json")):
-        try:
-            result = result_of(logdir)
-            curve = measures.with_final_point(result, curve_of(logdir))
-            record.update(result=result, curve=curve)
-            record["measures"].update(measures.of_example(run["scheme"], result,
-                                                          curve))
+            found = {"result": result_of(logdir)}
+            if "command" not in run:
+                found["curve"] = measures.with_final_point(found["result"],
+                                                           curve_of(logdir))
+                record["measures"].update(measures.of_example(
+                    run["scheme"], found["result"], found["curve"]))
+            record.update(found)
         except (OSError, ValueError, KeyError) as error:
             code, last_line = code or 1, f"unreadable result: {error!r}"
     elif "command" not in run and code == 0:

@@ -90,13 +90,16 @@ def append(folder, record):
 
 
 def latest(records):
-    """Per code version (in the order each first appears), the last record
-    of each run: what the report tables. A failed run that succeeded later
-    counts as the success."""
+    """Per code version, the last record of each run: what the report
+    tables. A failed run that succeeded later counts as the success. The
+    versions come newest first (the one whose run started last), each's
+    runs in the order they first appear."""
     groups = {}
     for record in records:
         runs = groups.setdefault(record["code"], {})
         key = key_of(record)
         if record["status"] == "ok" or runs.get(key, {}).get("status") != "ok":
             runs[key] = record
-    return {code: list(runs.values()) for code, runs in groups.items()}
+    newest_first = sorted(groups, reverse=True, key=lambda code: max(
+        record["started"] for record in groups[code].values()))
+    return {code: list(groups[code].values()) for code in newest_first}

@@ -30,8 +30,7 @@ def rows(folder):
     """{scheme: {column: cell}} of the folder's table, each finished run's
     cells as the report writes them, and its record under "record"."""
     group = results(folder).records
-    base = next(record for record in group if record["status"] == "ok"
-                and record["run"].get("scheme") == BASELINE)
+    base = defaults.baseline_of(group)
     return {record["run"]["scheme"]: dict(
         zip(defaults.COLUMNS, defaults.row(record, base["measures"],
                                            defaults.late(base))), record=record)

@@ -38,15 +38,10 @@ def write(folder, must_exist=False, plots=True):
         raise UsageError(f"{store.path_of(folder)} names no known report "
                          f"({kind!r}); it was written by another version of this "
                          f"tool")
-    groups = store.latest(records)
-    # The latest code first: the one whose run started last.
-    order = sorted(groups, key=lambda code: max(
-        record["started"] for record in groups[code]), reverse=True)
     module = KINDS[kind]
     parts, written = [f"# {module.TITLE}: the suite `{records[0]['suite']}`", ""], \
         ["results.md"]
-    for index, code in enumerate(order):
-        group = groups[code]
+    for index, group in enumerate(store.latest(records).values()):
         if index == 1:
             parts += ["# Earlier code", "",
                       "Runs of code that has changed since: each group is "

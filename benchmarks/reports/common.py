@@ -8,7 +8,7 @@ import sys
 
 from guide import examples
 
-from .. import provenance
+from .. import provenance, suites
 from ..errors import UsageError
 
 BASELINE = examples.BASELINE.name
@@ -123,12 +123,10 @@ def commands(group):
 
 def by_config(group):
     """{config key: [records]}, in the order each config first appears; a
-    config is a run's settings without its repeat."""
-    import json
-
+    config is a run's key without its repeat."""
     configs = {}
     for record in group:
-        key = json.dumps({name: value for name, value in record["run"].items()
-                          if name not in ("repeat", "tables")}, sort_keys=True)
+        key = suites.run_key({name: value for name, value in record["run"].items()
+                              if name != "repeat"})
         configs.setdefault(key, []).append(record)
     return configs

@@ -33,7 +33,8 @@ def rows_of(group):
 
 
 def baseline_of(group):
-    return next((record["measures"] for record in group
+    """The baseline's finished run, or None."""
+    return next((record for record in group
                  if record["run"].get("scheme") == BASELINE
                  and record["status"] == "ok"), None)
 
@@ -63,11 +64,9 @@ def row(record, baseline, baseline_late):
 def table(group):
     """The table's lines, for results.md and the docs that show it."""
     baseline = baseline_of(group)
-    base_record = next((record for record in group
-                        if record["run"].get("scheme") == BASELINE
-                        and record["status"] == "ok"), None)
-    baseline_late = late(base_record) if base_record else None
-    return common.table(COLUMNS, [row(record, baseline, baseline_late)
+    figures = baseline and baseline["measures"]
+    baseline_late = late(baseline) if baseline else None
+    return common.table(COLUMNS, [row(record, figures, baseline_late)
                                   for record in rows_of(group)])
 
 
@@ -182,12 +181,13 @@ def example_paragraph(scheme, group, link):
 
     record = next((record for record in group if record["run"]["scheme"] == scheme
                    and record["status"] == "ok"), None)
-    base = baseline_of(group)
-    if record is None or base is None:
+    baseline = baseline_of(group)
+    if record is None or baseline is None:
         raise UsageError(f"the latest runs of benchmarks/results/mnist have no "
                          f"finished run of {scheme if record is None else BASELINE}; "
                          f"run the suite to its end")
-    figures, kind = record["measures"], examples.BY_NAME[scheme].kind
+    figures, base = record["measures"], baseline["measures"]
+    kind = examples.BY_NAME[scheme].kind
     steps = f"{figures['train_steps']:,} " + (
         "rounds" if kind == examples.SYNC_WINDOW else "steps")
     if kind == examples.ALLREDUCE:
