@@ -11,8 +11,10 @@ own run.sh, and appends each run's record to DIR/runs.jsonl (default
 benchmarks/results/SUITE) as it ends: the command, every setting, the
 commit and code, the versions, the machine, the start time and the whole
 result. A run already recorded for the same code is skipped (--rerun runs
-it again), so a stopped suite resumes where it stopped. Then it writes the
-report, as `report` does: results.md and the plots, from runs.jsonl alone.
+it again), so a stopped suite resumes where it stopped; in a suite that
+spans code changes (suites.py), a run recorded with any code is. Then it
+writes the report, as `report` does: results.md and the plots, from
+runs.jsonl alone.
 `docs` rewrites the figures the docs take from the stored results
 (benchmarks/docs.py).
 """
@@ -189,11 +191,13 @@ def run_suite(args):
         data_dir = find_mnist(args.data_dir)
     reports.check(suite.report)  # a missing matplotlib fails now, not at the end
     code = provenance.source()["code"]
-    done = set() if args.rerun else store.finished(records, code)
+    done = set() if args.rerun else store.finished(
+        records, None if suite.spans_code else code)
     todo = [run for run in runs if suites.run_key(run) not in done]
     print(f"{suite.name}: {len(runs)} runs, {len(runs) - len(todo)} already "
-          f"recorded for this code (--rerun runs them again), {len(todo)} to go; "
-          f"results in {shown(folder)}", flush=True)
+          f"recorded{'' if suite.spans_code else ' for this code'} (--rerun "
+          f"runs them again), {len(todo)} to go; results in {shown(folder)}",
+          flush=True)
     # SIGTERM ends the suite like Ctrl-C: the run going on is killed, and its
     # tasks with it (the launcher's tasks die with the launcher).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))

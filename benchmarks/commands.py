@@ -35,6 +35,7 @@ def example_flags(run, data_dir, train_examples=None):
     batch = run.get("batch")
     if batch and example.synchronous:
         batch = max(1, batch // workers)  # the global batch, split
+    batch = run.get("worker_batch", batch)  # each worker's, whatever the scheme
     if window and example.kind in (WINDOW, SYNC_WINDOW):
         flags += ["--communication_window", str(window)]
     per_step = examples_per_step(example, workers, batch or DEFAULT_BATCH, window)
@@ -66,7 +67,7 @@ def example_flags(run, data_dir, train_examples=None):
         flags += ["--learning_rates", ",".join(f"{rate:.3g}" for rate in rates)]
     if example.towers and workers:
         flags += ["--towers", str(workers)]
-    return flags
+    return flags + run.get("flags", [])
 
 
 def command_for(run, logdir, data_dir=None, train_examples=None):

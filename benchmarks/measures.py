@@ -1,6 +1,8 @@
 """What one finished run measured, from its result.json, the launcher's
 launch.json and its accuracy curve: the figures every report reads."""
 
+import math
+
 from guide import examples
 from guide.examples import ALLREDUCE, LOCAL, SYNC, SYNC_WINDOW, WINDOW
 
@@ -78,6 +80,38 @@ def with_final_point(result, curve):
                            "test_accuracy": result["test_accuracy"]}]
 
 
+# Ten classes: an accuracy at most 1.5 times chance is a run that learnt
+# nothing, or lost what it had (a diverged one).
+CHANCE_ACCURACY = 0.15
+
+
+def diverged(result):
+    """Whether the run diverged: its own verdict if it gives one, else a
+    loss that is not finite or a test accuracy at chance."""
+    if "diverged" in result:
+        return bool(result["diverged"])
+    loss = result.get("test_loss")
+    return (loss is not None and not math.isfinite(loss)) or \
+        result["test_accuracy"] <= CHANCE_ACCURACY
+
+
+def scale_figures(result):
+    """What the scale and thesis reports read besides the rest: training
+    accuracy, divergence, the staleness distribution's statistics (in
+    commits), the job's memory per task and its start-up to the first
+    step, where the run measured them."""
+    figures = {"train_accuracy": result.get("train_accuracy"),
+               "diverged": diverged(result)}
+    overall = result.get("staleness", {}).get("overall", {})
+    for key in ("mean", "p50", "p95", "max"):
+        figures[f"staleness_{key}"] = overall.get(key)
+    memory = result.get("memory", {})
+    figures["memory_mib_per_task"] = memory.get("peak_mib_per_task")
+    figures["first_step_s"] = result.get("timeline", {}).get(
+        "launch_to_first_progress_s")
+    return figures
+
+
 def of_example(scheme, result, curve):
     """An example run's figures; `curve` ends with the final evaluation."""
     example = examples.BY_NAME[scheme]
@@ -99,6 +133,7 @@ def of_example(scheme, result, curve):
         "busiest_link": network.get("busiest_link"),
         "busiest_bytes_per_example": network.get("busiest_link_bytes_per_example"),
     }
+    figures.update(scale_figures(result))
     for target in TARGETS:
         percent = round(target * 100)
         figures[f"s_to_{percent}"] = training_seconds_to(curve, target)

@@ -75,9 +75,10 @@ def key_of(record):
 
 
 def finished(records, code):
-    """The keys of the runs that succeeded with this `code`."""
+    """The keys of the runs that succeeded with this `code` (None: with any
+    code, for a suite that spans code changes)."""
     return {key_of(record) for record in records
-            if record["status"] == "ok" and record["code"] == code}
+            if record["status"] == "ok" and code in (None, record["code"])}
 
 
 def append(folder, record):
@@ -87,6 +88,18 @@ def append(folder, record):
         stream.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
         stream.flush()
         os.fsync(stream.fileno())
+
+
+def newest(records):
+    """The last record of each run whatever its code, a failed run that
+    succeeded later counting as the success: what a suite that spans code
+    changes tables, as one group."""
+    runs = {}
+    for record in records:
+        key = key_of(record)
+        if record["status"] == "ok" or runs.get(key, {}).get("status") != "ok":
+            runs[key] = record
+    return list(runs.values())
 
 
 def latest(records):

@@ -2,13 +2,19 @@
 here into one dict per run.
 
 A suite file names its report and what a run costs, sets parameters for
-every run (`dataset`, `examples`, `batch`, `window`, `evaluations`,
-`eval_every_examples`, `train_steps`, `eval_every`, `network`, `timeout`),
-and lists `[[runs]]`: each a matrix of `schemes` x `workers` x `ps` x
-`rates` x repeats x `preload`, with the `tables` of the report it belongs
-to, and any parameter of its own. A run given as a `command` (with a
+every run (`dataset`, `examples`, `batch`, `worker_batch`, `window`,
+`evaluations`, `eval_every_examples`, `train_steps`, `eval_every`,
+`network`, `timeout`, `flags`), and lists `[[runs]]`: each a matrix of
+`schemes` x `workers` x `ps` x `rates` x `windows` x repeats x `preload`,
+with the `tables` of the report it belongs to, and any parameter of its
+own. A run given as a `command` (with a
 `name`) runs that command instead of an example. The same run listed
 twice belongs to both tables and runs once.
+
+A suite of many hours says `spans_code = true`: a run recorded with
+earlier code then counts as done, so the suite can be resumed after the
+code changed, and its report tables each run's newest record whatever its
+code, naming each row's commit (reports/__init__.py).
 """
 
 import dataclasses
@@ -22,7 +28,8 @@ from guide import examples
 from .errors import UsageError
 
 FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suites")
-REPORTS = ("compare", "defaults", "network", "startup", "steps")
+REPORTS = ("compare", "defaults", "network", "startup", "steps", "scale",
+           "thesis")
 DATASETS = ("synthetic", "mnist")
 # Every example that reports an accuracy curve: all but the Supervisor variant.
 SCHEMES = [example.name for example in examples.EXAMPLES if example.hooks]
@@ -30,14 +37,15 @@ CLUSTER = [example.name for example in examples.EXAMPLES
            if example.hooks and example.cluster and example.run_sh == "run.sh"]
 GROUPS = {"all": SCHEMES, "cluster": CLUSTER}
 # What a run may set, with the type each value must have.
-PARAMETERS = {"dataset": str, "examples": int, "batch": int, "window": int,
-              "evaluations": int, "eval_every_examples": int, "train_steps": int,
-              "eval_every": int, "network": str, "timeout": int,
-              "limited_margin": float}
+PARAMETERS = {"dataset": str, "examples": int, "batch": int, "worker_batch": int,
+              "window": int, "evaluations": int, "eval_every_examples": int,
+              "train_steps": int, "eval_every": int, "network": str,
+              "timeout": int, "limited_margin": float, "flags": list}
 MATRIX = {"schemes": (list, str), "workers": list, "ps": list, "rates": list,
-          "preload": list, "repeats": int}
+          "windows": list, "preload": list, "repeats": int}
 OTHER = {"tables": list, "name": str, "command": list}
 TOP = {"description": str, "minutes": (int, float), "report": str}
+OPTIONAL_TOP = {"spans_code": bool}
 
 
 @dataclasses.dataclass
@@ -47,6 +55,8 @@ class Suite:
     minutes: float
     report: str
     runs: list
+    # Whether runs of earlier code count as done (the module's docstring).
+    spans_code: bool = False
 
     @property
     def schemes(self):
@@ -84,14 +94,14 @@ def check_types(where, table, allowed):
         if wanted is float:
             wanted = (int, float)
         if not isinstance(value, wanted) or isinstance(value, bool) and \
-                wanted is not list:
+                wanted not in (list, bool):
             raise UsageError(f"{where}: {key} = {value!r} has the wrong type")
 
 
 def parse(name, data):
     where = f"suites/{name}.toml"
     top = {key: value for key, value in data.items() if key != "runs"}
-    check_types(where, top, TOP | PARAMETERS)
+    check_types(where, top, TOP | OPTIONAL_TOP | PARAMETERS)
     for key in TOP:
         if key not in top:
             raise UsageError(f"{where}: {key} is missing")
@@ -112,7 +122,7 @@ def parse(name, data):
     if not runs:
         raise UsageError(f"{where}: no [[runs]]")
     return Suite(name, top["description"], top["minutes"], top["report"],
-                 list(runs.values()))
+                 list(runs.values()), top.get("spans_code", False))
 
 
 def expand(where, entry):
@@ -137,9 +147,10 @@ def expand(where, entry):
     for scheme in schemes:
         if scheme not in examples.BY_NAME:
             raise UsageError(f"{where}: unknown scheme {scheme!r}")
-    for scheme, workers, ps, rate, repeat, preload in itertools.product(
+    for scheme, workers, ps, rate, window, repeat, preload in itertools.product(
             schemes, entry.get("workers", [None]), entry.get("ps", [None]),
-            entry.get("rates", [None]), repeats, entry.get("preload", [None])):
+            entry.get("rates", [None]), entry.get("windows", [None]), repeats,
+            entry.get("preload", [None])):
         example = examples.BY_NAME[scheme]
         if not example.cluster:
             # One process: its towers, or nothing to count; no ps, no link.
@@ -151,6 +162,8 @@ def expand(where, entry):
             ps = None if example.ps == 0 else example.ps if ps is None else ps
         run = dict(fixed, scheme=scheme, workers=workers, ps=ps, rate=rate,
                    repeat=repeat, preload=preload, tables=tables)
+        if window is not None:
+            run["window"] = window
         if rate in (None, "none"):
             run.pop("limited_margin", None)
         yield {key: value for key, value in run.items() if value is not None}
@@ -173,6 +186,12 @@ def label(run):
         parts.append(f"{run['ps']} ps")
     if "batch" in run:
         parts.append(f"batch {run['batch']}")
+    if "worker_batch" in run:
+        parts.append(f"batch {run['worker_batch']} per worker")
+    if "window" in run:
+        parts.append(f"window {run['window']}")
+    if run.get("flags"):
+        parts.append(" ".join(run["flags"]))
     if "rate" in run:
         parts.append("no limit" if run["rate"] == "none" else run["rate"])
     if "preload" in run:

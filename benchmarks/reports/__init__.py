@@ -3,17 +3,19 @@ runs.jsonl alone, the same bytes every time for the same runs.
 
 Runs are tabled by code version (see provenance.py), the latest first:
 runs of another code are kept, in a section of their own, never in the
-same table. Only the latest code's runs are plotted.
+same table. Only the latest code's runs are plotted. A report of a suite
+of many hours (SPANS_CODE) tables and plots each run's newest record
+instead, whatever its code, and names the commits.
 """
 
 import os
 
 from .. import store
 from ..errors import UsageError
-from . import common, compare, defaults, network, startup, steps
+from . import common, compare, defaults, network, scale, startup, steps, thesis
 
 KINDS = {"compare": compare, "defaults": defaults, "network": network,
-         "startup": startup, "steps": steps}
+         "startup": startup, "steps": steps, "scale": scale, "thesis": thesis}
 
 
 def check(kind):
@@ -41,7 +43,9 @@ def write(folder, must_exist=False, plots=True):
     module = KINDS[kind]
     parts, written = [f"# {module.TITLE}: the suite `{records[0]['suite']}`", ""], \
         ["results.md"]
-    for index, group in enumerate(store.latest(records).values()):
+    groups = [store.newest(records)] if getattr(module, "SPANS_CODE", False) \
+        else store.latest(records).values()
+    for index, group in enumerate(groups):
         if index == 1:
             parts += ["# Earlier code", "",
                       "Runs of code that has changed since: each group is "

@@ -94,9 +94,16 @@ def header(group, level):
         for record in group))
     dates = sorted(record["started"][:10] for record in group)
     machines = list(dict.fromkeys(provenance.described(record) for record in group))
-    code = group[0]["code"]
-    lines = [f"{'#' * level} Code {code}" if not code.startswith("converted")
-             else f"{'#' * level} Converted results ({code})", ""]
+    codes = list(dict.fromkeys(record["code"] for record in group))
+    code = codes[0]
+    if len(codes) > 1:
+        lines = [f"{'#' * level} Runs of {len(codes)} code versions", "",
+                 "Each run's newest record, whatever its code: the suite "
+                 "spans code changes.", ""]
+    elif code.startswith("converted"):
+        lines = [f"{'#' * level} Converted results ({code})", ""]
+    else:
+        lines = [f"{'#' * level} Code {code}", ""]
     lines += [f"Commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}  ",
               f"Runs: {len(group)}, {dates[0]}" + (f" to {dates[-1]}"
                                                    if dates[-1] != dates[0] else "")

@@ -1,0 +1,334 @@
+"""The `scale` report: every scheme at 2 to 40 workers on one machine, and
+the windowed schemes at 16 workers with windows of 1 to 40: accuracy,
+staleness, examples to 97% and what many workers cost two cores (start-up,
+memory per task, examples per second against the 2-worker job's).
+
+The suite takes hours, so it spans code changes (SPANS_CODE): each run's
+newest record is tabled, whatever its code.
+"""
+
+import math
+import os
+
+from . import common
+
+SPANS_CODE = True
+SNIPPETS = {"pick": 0, "cost": 0, "staleness": 0}
+TITLE = "Every scheme at 2 to 40 workers"
+# The Hogwild runs the targets are read from.
+REFERENCE = "Hogwild"
+# E[tau] = n - 1 is checked at these worker counts, within this share.
+STALENESS_CHECKED, STALENESS_TOLERANCE = (8, 16, 40), 0.15
+# A run holds if its late accuracy is at least this close to the same
+# scheme's best at any worker count (table "workers") or window.
+HOLDS_WITHIN = 0.01
+
+
+def ok(record):
+    return record["status"] == "ok"
+
+
+def of_table(group, name):
+    return [record for record in group if name in record["run"]["tables"]]
+
+
+def schemes_of(records):
+    return list(dict.fromkeys(record["run"]["scheme"] for record in records))
+
+
+def accuracy_cell(figures):
+    """The late test accuracy, or "diverged"."""
+    if figures.get("diverged"):
+        return "diverged"
+    return common.shown(percent(figures.get("late_accuracy")), 2, "%")
+
+
+def percent(value):
+    return None if value is None else round(100 * value, 2)
+
+
+def staleness_cell(figures):
+    if figures.get("staleness_mean") is None:
+        return "–"
+    return (f"{figures['staleness_mean']:.1f} / {figures['staleness_p95']:g} / "
+            f"{figures['staleness_max']:g}")
+
+
+def baseline_rate(records, scheme):
+    """The scheme's examples per second with 2 workers, if measured."""
+    return next((record["measures"]["examples_per_training_s"]
+                 for record in records if ok(record)
+                 and record["run"]["scheme"] == scheme
+                 and record["run"].get("workers") == 2), None)
+
+
+def row_cells(record, records):
+    figures = record["measures"]
+    if not ok(record):
+        return [f"failed: {record['error'][:80]}"] + ["–"] * 7
+    base = baseline_rate(records, record["run"]["scheme"])
+    rate = figures.get("examples_per_training_s")
+    ratio = f"{rate / base:.2f}" if base and rate else "–"
+    to_97 = figures.get("examples_to_97")
+    return [accuracy_cell(figures),
+            common.shown(percent(figures.get("train_accuracy")), 2, "%"),
+            common.shown(percent(figures.get("test_accuracy")), 2, "%"),
+            "–" if to_97 is None else f"{to_97:,}",
+            staleness_cell(figures), common.shown(rate, 0), ratio]
+
+
+def workers_table(records):
+    rows = []
+    for scheme in schemes_of(records):
+        for record in sorted((record for record in records
+                              if record["run"]["scheme"] == scheme),
+                             key=lambda record: record["run"]["workers"]):
+            rows.append([scheme, record["run"]["workers"]]
+                        + row_cells(record, records))
+    return common.table(["scheme", "workers", "late test acc", "train acc",
+                         "final test acc", "examples to 97%",
+                         "staleness mean / p95 / max", "examples/s",
+                         "× 2 workers"], rows)
+
+
+def windows_table(records):
+    rows = []
+    for scheme in schemes_of(records):
+        for record in sorted((record for record in records
+                              if record["run"]["scheme"] == scheme),
+                             key=lambda record: record["run"].get("window", 0)):
+            cells = row_cells(record, records)
+            rows.append([scheme, record["run"].get("window", "–")]
+                        + cells[:5] + [cells[5]])
+    return common.table(["scheme", "window", "late test acc", "train acc",
+                         "final test acc", "examples to 97%",
+                         "staleness mean / p95 / max", "examples/s"], rows)
+
+
+def cost_rows(records):
+    """The reference scheme's runs, by workers: start-up, memory per task
+    and examples per second against its 2-worker run."""
+    runs = sorted((record for record in records if ok(record)
+                   and record["run"]["scheme"] == REFERENCE),
+                  key=lambda record: record["run"]["workers"])
+    base = next((record for record in runs if record["run"]["workers"] == 2), None)
+    rows = []
+    for record in runs:
+        figures = record["measures"]
+        row = {"workers": record["run"]["workers"],
+               "startup_s": figures.get("first_step_s"),
+               "memory_mib": figures.get("memory_mib_per_task"),
+               "rate": figures.get("examples_per_training_s")}
+        if base:
+            base_figures = base["measures"]
+            if row["startup_s"] and base_figures.get("first_step_s"):
+                row["startup_ratio"] = round(
+                    row["startup_s"] / base_figures["first_step_s"], 2)
+            if row["rate"] and base_figures.get("examples_per_training_s"):
+                row["rate_ratio"] = round(
+                    row["rate"] / base_figures["examples_per_training_s"], 2)
+        rows.append(row)
+    return rows
+
+
+def cost_table(records):
+    return common.table(
+        ["workers", "start-up to the first step", "× 2 workers",
+         "memory per task", "examples/s", "× 2 workers"],
+        [(row["workers"], common.shown(row["startup_s"], 1, " s"),
+          common.shown(row.get("startup_ratio")),
+          common.shown(row["memory_mib"], 0, " MiB"), common.shown(row["rate"], 0),
+          common.shown(row.get("rate_ratio"))) for row in cost_rows(records)])
+
+
+def staleness_checks(records):
+    """Per checked worker count: the reference scheme's measured mean
+    staleness against n - 1, and whether it is within the tolerance."""
+    checks = []
+    for workers in STALENESS_CHECKED:
+        record = next((record for record in records if ok(record)
+                       and record["run"]["scheme"] == REFERENCE
+                       and record["run"]["workers"] == workers), None)
+        mean = record and record["measures"].get("staleness_mean")
+        if mean is None:
+            continue
+        expected = workers - 1
+        checks.append({"workers": workers, "mean": mean, "expected": expected,
+                       "within": abs(mean - expected) <= STALENESS_TOLERANCE
+                       * expected})
+    return checks
+
+
+def holds(records, key):
+    """Per scheme, the values of `key` (workers or window) where the late
+    accuracy is within HOLDS_WITHIN of the scheme's best, and the first
+    (smallest) where it is not: [(scheme, held, first broken, best)]."""
+    verdicts = []
+    for scheme in schemes_of(records):
+        runs = sorted((record for record in records if ok(record)
+                       and record["run"]["scheme"] == scheme
+                       and record["run"].get(key) is not None),
+                      key=lambda record: record["run"][key])
+        accuracies = {record["run"][key]: None if record["measures"].get("diverged")
+                      else record["measures"].get("late_accuracy")
+                      for record in runs}
+        finite = [value for value in accuracies.values() if value is not None]
+        if not finite:
+            continue
+        best = max(finite)
+        held = [value for value, accuracy in accuracies.items()
+                if accuracy is not None and accuracy >= best - HOLDS_WITHIN]
+        broken = [value for value, accuracy in accuracies.items()
+                  if accuracy is None or accuracy < best - HOLDS_WITHIN]
+        verdicts.append((scheme, held, broken[0] if broken else None, best))
+    return verdicts
+
+
+def pick_lines(group):
+    """What to pick at which scale: per scheme, where it holds and where it
+    first breaks, from both tables."""
+    lines = []
+    windows = dict((scheme, (held, broken)) for scheme, held, broken, _ in
+                   holds([record for record in of_table(group, "windows")],
+                         "window"))
+    for scheme, held, broken, best in holds(of_table(group, "workers"), "workers"):
+        text = (f"- **{scheme}**: best late accuracy {100 * best:.2f}%; within "
+                f"{100 * HOLDS_WITHIN:g} point of it at "
+                f"{', '.join(map(str, held))} workers")
+        text += (f"; first below at {broken} workers." if broken
+                 else "; none below up to the largest count run.")
+        if scheme in windows:
+            window_held, window_broken = windows[scheme]
+            text += (f" At 16 workers it holds with windows "
+                     f"{', '.join(map(str, window_held))}"
+                     + (f", and first falls below at a window of {window_broken}."
+                        if window_broken else "."))
+        lines.append(text)
+    return lines
+
+
+def targets_lines(group):
+    records = of_table(group, "workers")
+    lines = []
+    rows = {row["workers"]: row for row in cost_rows(records)}
+    top = rows.get(max(rows)) if rows else None
+    if top and top["workers"] > 2 and "startup_ratio" in top:
+        lines.append(f"- Start-up at {top['workers']} workers: "
+                     f"{top['startup_ratio']}× the 2-worker job's (target: at "
+                     f"most 5×).")
+    if top and top["workers"] > 2 and "rate_ratio" in top:
+        lines.append(f"- Examples per second at {top['workers']} workers: "
+                     f"{top['rate_ratio']}× the 2-worker job's (target: at "
+                     f"least 0.7×).")
+    for check in staleness_checks(records):
+        share = (check["mean"] - check["expected"]) / check["expected"]
+        lines.append(f"- {REFERENCE}'s mean staleness at {check['workers']} "
+                     f"workers: {check['mean']:.2f} commits against n − 1 = "
+                     f"{check['expected']} ({100 * share:+.0f}%; target: "
+                     f"within {100 * STALENESS_TOLERANCE:.0f}%).")
+    return lines
+
+
+def section(group):
+    workers, windows = of_table(group, "workers"), of_table(group, "windows")
+    parts = ["MNIST, each worker's minibatch 128, every scheme with its own "
+             "defaults but for the window where stated. *Late test acc*: the "
+             "mean of the evaluations in the run's last tenth of examples; "
+             "*diverged*: a loss that is not finite, or a test accuracy at "
+             "chance. *Staleness*: commits that reached the central copy "
+             "between a worker's pull and its commit, over the run's commits "
+             "(mean / 95th percentile / max). *× 2 workers*: examples per "
+             "second of training against the same scheme's 2-worker run; the "
+             "two cores bound both.", ""]
+    if workers:
+        parts += ["## Workers", ""] + workers_table(workers) + [""]
+        parts += [f"## What many workers cost: {REFERENCE}", "",
+                  "*Start-up*: the launch to the chief's first progress line; "
+                  "*memory per task*: the job's peak proportional set size "
+                  "over its tasks.", ""] + cost_table(workers) + [""]
+    if windows:
+        parts += ["## Windows, at 16 workers", ""] + windows_table(windows) + [""]
+    if workers:
+        parts += ["## What to pick at which scale", ""] + pick_lines(group) + [""]
+        parts += ["## Targets", ""] + targets_lines(group) + [""]
+    return parts
+
+
+def plots(group, folder):
+    plt = common.pyplot()
+    written = []
+    workers = [record for record in of_table(group, "workers") if ok(record)]
+    if workers:
+        figure, (accuracy_axes, staleness_axes) = plt.subplots(
+            1, 2, figsize=(13, 5.5))
+        colours = plt.get_cmap("tab20").colors
+        for index, scheme in enumerate(schemes_of(workers)):
+            runs = sorted((record for record in workers
+                           if record["run"]["scheme"] == scheme),
+                          key=lambda record: record["run"]["workers"])
+            counts = [record["run"]["workers"] for record in runs]
+            accuracy = [0.0 if record["measures"].get("diverged") else
+                        record["measures"].get("late_accuracy") or math.nan
+                        for record in runs]
+            style = {"color": colours[index % len(colours)], "marker": "o",
+                     "linewidth": 1.2}
+            accuracy_axes.plot(counts, accuracy, label=scheme, **style)
+            staleness = [record["measures"].get("staleness_mean") for record in runs]
+            if any(value is not None for value in staleness):
+                staleness_axes.plot(counts, [math.nan if value is None else value
+                                             for value in staleness], **style)
+        counts = sorted({record["run"]["workers"] for record in workers})
+        staleness_axes.plot(counts, [count - 1 for count in counts], color="black",
+                            linestyle=":", label="n − 1")
+        accuracy_axes.set(xscale="log", xlabel="workers",
+                          ylabel="late MNIST test accuracy",
+                          title="Accuracy against workers (0: diverged)")
+        accuracy_axes.set_ylim(0.9, 0.99)
+        staleness_axes.set(xscale="log", yscale="log", xlabel="workers",
+                           ylabel="mean staleness (commits)",
+                           title="Staleness against workers")
+        for axes in (accuracy_axes, staleness_axes):
+            axes.set_xticks(counts, [str(count) for count in counts])
+            axes.grid(alpha=0.3)
+        staleness_axes.legend(fontsize=8, frameon=False)
+        figure.legend(loc="lower center", ncol=5, fontsize=8, frameon=False)
+        figure.tight_layout(rect=(0, 0.12, 1, 1))
+        common.save(figure, os.path.join(folder, "scale-workers.png"), 80)
+        written.append("scale-workers.png")
+    windows = [record for record in of_table(group, "windows") if ok(record)]
+    if windows:
+        figure, axes = plt.subplots(figsize=(7, 5))
+        for scheme in schemes_of(windows):
+            runs = sorted((record for record in windows
+                           if record["run"]["scheme"] == scheme),
+                          key=lambda record: record["run"]["window"])
+            axes.plot([record["run"]["window"] for record in runs],
+                      [0.0 if record["measures"].get("diverged") else
+                       record["measures"].get("late_accuracy") or math.nan
+                       for record in runs], marker="o", label=scheme)
+        axes.set(xscale="log", xlabel="communication window (local steps)",
+                 ylabel="late MNIST test accuracy",
+                 title="16 workers: accuracy against the window (0: diverged)")
+        axes.set_ylim(0.9, 0.99)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8, frameon=False)
+        figure.tight_layout()
+        common.save(figure, os.path.join(folder, "scale-windows.png"), 80)
+        written.append("scale-windows.png")
+    return written
+
+
+def snippet(name, args, source, link):
+    """The docs' blocks: `pick` (what to pick at which scale), `cost` (what
+    many workers cost two cores) and `staleness` (the E[τ] = n − 1 check)."""
+    group = source.records
+    results = link(os.path.join("benchmarks", "results", source.folder, "results.md"))
+    if name == "pick":
+        lines = pick_lines(group)
+    elif name == "cost":
+        lines = cost_table(of_table(group, "workers"))
+    elif name == "staleness":
+        lines = [line for line in targets_lines(group) if "staleness" in line]
+    else:
+        raise KeyError(name)
+    return "\n".join(lines + ["", f"From [the scale suite's results]({results})."])
