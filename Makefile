@@ -18,8 +18,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
-	bench-quick bench-network bench-startup bench-steps test-bench tensorboard ui-test ray \
-	test-ray test-real-data test-waits test-sessions test-users-path test-load test-recovery test-network clean
+	bench-quick bench-network bench-startup bench-steps bench-scale bench-thesis \
+	test-bench tensorboard ui-test ray test-ray test-real-data test-waits \
+	test-sessions test-users-path test-load test-recovery test-network test-scale \
+	clean
 
 venv: $(VENV)/.installed
 
@@ -73,6 +75,13 @@ reliability: venv tools
 test-load: venv tools
 	$(PY) -m pytest -p no:cacheprovider -n 3 tests/load_suite
 
+# Not part of `make test` (about fifteen minutes): every example with 16
+# workers, the synchronous ones and Dynamic-SGD with 40, one job at a time
+# (a 40-worker job takes most of the memory), as `bash run.sh --workers N`
+# starts them (tests/scale).
+test-scale: venv tools
+	$(PY) -m pytest -p no:cacheprovider tests/scale
+
 # Not part of `make test` either: random kills with --max_restarts 3.
 faults: venv tools
 	$(PY) tests/faults.py
@@ -98,6 +107,15 @@ bench-network: venv tools
 
 bench-startup: venv tools
 	$(BENCH) startup $(ARGS)
+
+# Hours each: every scheme at 2 to 40 workers (about 2.5 h), and the AGN
+# thesis's grid (about 10 h). Both resume where they stopped, even after
+# the code changed.
+bench-scale: venv tools
+	$(BENCH) scale $(MNIST_FLAGS) $(ARGS)
+
+bench-thesis: venv tools
+	$(BENCH) thesis $(MNIST_FLAGS) $(ARGS)
 
 # Where a step's time goes: benchmarks/step_trace.py, stored (about 1 min).
 bench-steps: venv

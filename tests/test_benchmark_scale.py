@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import commands, reports, store, suites
 from benchmarks.__main__ import main
-from benchmarks.reports import scale, thesis
+from benchmarks.reports import thesis
 from guide import examples
 
 

@@ -32,12 +32,15 @@ EXAMPLES = {example.name: (example.command(PYTHON) + list(example.flags),
             for example in examples.EXAMPLES}
 
 
-def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5):
+def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5,
+                 overshoot=1):
     assert (result["workers"], result["ps"]) == (workers, ps)
     # Asynchronous workers may each finish the step, or the communication
-    # window, they are in.
+    # window, they are in; with many workers, two (`overshoot`): a worker's
+    # stop hook reads the global step as its step starts, and others may
+    # pass the last step before it reads it again after its own.
     window = result.get("communication_window", 1)
-    assert steps <= result["global_step"] <= steps + workers * window
+    assert steps <= result["global_step"] <= steps + overshoot * workers * window
     # Chance is about 0.1; after 200 steps the baseline is above 0.8.
     assert result["test_accuracy"] >= min_accuracy
     assert result["test_loss"] > 0 and np.isfinite(result["test_loss"])
