@@ -12,7 +12,8 @@
 # `make test-ray` runs Multi-Worker-Mirrored-Strategy under Ray Train on a
 # two-node Ray cluster (needs root; `make ray` installs Ray alone);
 # `make faults` kills a random task of every example at a random moment, 5
-# runs each (tens of minutes), and reports what survived.
+# runs each (tens of minutes), and reports what survived (`make faults
+# WORKERS=16`: with 16 workers).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -84,7 +85,7 @@ test-scale: venv tools
 
 # Not part of `make test` either: random kills with --max_restarts 3.
 faults: venv tools
-	$(PY) tests/faults.py
+	$(PY) tests/faults.py $(if $(WORKERS),--workers $(WORKERS))
 
 # Not part of `make test` either: the benchmark tool's suites (benchmarks/
 # suites/; `python -m benchmarks --help` lists them with what each costs).

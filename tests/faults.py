@@ -4,7 +4,7 @@ counts the runs that still completed.
 Not part of the test suite (it takes minutes per example); run it with
 `make faults` or:
 
-    python tests/faults.py [--runs 5] [--steps 600] [EXAMPLE ...]
+    python tests/faults.py [--runs 5] [--steps 600] [--workers 2] [EXAMPLE ...]
 
 Each run is the example's run.sh with `--max_restarts 3`, by default on
 separate disks as on separate machines (`--network hosts --disk_on_restart
@@ -171,11 +171,11 @@ def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40,
     return code, output, lost
 
 
-def judged(logdir, code):
-    """Whether a killed run survived (it finished its 600 steps with a sane
+def judged(logdir, code, steps=600):
+    """Whether a killed run survived (it finished its `steps` with a sane
     accuracy), and what to print of it."""
     result = read_result(logdir)
-    ok = code == 0 and result["global_step"] >= 600 \
+    ok = code == 0 and result["global_step"] >= steps \
         and result["test_accuracy"] >= 0.8
     return ok, (f"exit {code}, global step {result['global_step']}, test "
                 f"accuracy {result['test_accuracy']}")
@@ -188,7 +188,12 @@ def main():
     parser.add_argument("--runs", type=int, default=5,
                         help="random-kill runs per example (0: only the "
                              "three kills in one run)")
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=int, default=600,
+                        help="global steps per run with 2 workers; with more, "
+                             "this many per 2 workers, so that each still "
+                             "trains as long")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="workers per run (`make faults WORKERS=16`)")
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds before a run counts as hung")
     parser.add_argument("--seed", type=int, default=0)
@@ -203,7 +208,8 @@ def main():
                         help="with --network hosts: the launcher's "
                              "--disk_on_restart (default empty)")
     args = parser.parse_args()
-    flags = ["--network", args.network]
+    flags = ["--network", args.network, "--workers", str(args.workers)]
+    steps = args.steps * max(1, args.workers // 2)
     if args.network == "hosts":
         flags += ["--disk_on_restart", args.disk_on_restart]
     print(f"launcher flags: {' '.join(flags)}", flush=True)
@@ -220,8 +226,9 @@ def main():
             code, _, _ = three_kills(
                 logdir, script,
                 asynchronous=not examples.BY_FOLDER[example].synchronous,
-                launcher_flags=flags)
-            ok, what = judged(logdir, code)
+                train_steps=steps, launcher_flags=flags[:-2],
+                workers=args.workers)
+            ok, what = judged(logdir, code, steps)
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
         all_survived &= ok
@@ -234,8 +241,9 @@ def main():
         logdir = os.path.join(scratch, f"{example}-group-kills")
         started = time.monotonic()
         try:
-            code, _, lost = group_kills(logdir, example, launcher_flags=flags)
-            ok, what = judged(logdir, code)
+            code, _, lost = group_kills(logdir, example, train_steps=steps,
+                                        launcher_flags=flags)
+            ok, what = judged(logdir, code, steps)
             what += f", steps lost {lost}"
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
@@ -248,7 +256,7 @@ def main():
         for number in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{number}")
             ok, victim, steps_lost, seconds, final = run_once(
-                example, args.steps, args.timeout, logdir, rng, flags)
+                example, steps, args.timeout, logdir, rng, flags)
             survived += ok
             lost.append(steps_lost)
             if seconds is not None:

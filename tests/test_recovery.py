@@ -99,7 +99,7 @@ def next_step(run, job_index, at_least=0):
 
 
 def three_kills(logdir, script, asynchronous, train_steps=600,
-                checkpoint_steps=40, launcher_flags=()):
+                checkpoint_steps=40, launcher_flags=(), workers=2):
     """Runs `script` with --max_restarts 3 and SIGKILLs worker 1, then the
     chief, then ps 0, each at a known step once the previous kill has been
     recovered from. Returns (exit code, output, the step the restarted chief
@@ -109,26 +109,33 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
     a task restarts, as long as the restart takes; they are paused
     (SIGSTOP) meanwhile, so that the run does not end before the next kill
     however busy the machine is. A synchronous job waits by itself.
+    With more `workers`, every worker but the one killed is paused.
     """
     logdir = pathlib.Path(logdir)
     run = Run([*LAUNCHER, "--max_restarts", "3", "--timeout", "400",
-               *launcher_flags, "--", script, "--train_steps", str(train_steps),
-               "--log_every", "10",
+               "--workers", str(workers), *launcher_flags, "--", script,
+               "--train_steps", str(train_steps), "--log_every", "10",
                "--save_checkpoint_steps", str(checkpoint_steps),
                "--logdir", str(logdir)])
 
-    def pause_if_async(job, index):
-        return pause(logdir, job, index) if asynchronous else (lambda: None)
+    def pause_others_if_async(killed):
+        if not asynchronous:
+            return lambda: None
+        return pause_all([index for index in range(workers) if index != killed])
+
+    def pause_all(indices):
+        go_on = [pause(logdir, "worker", index) for index in indices]
+        return lambda: [function() for function in go_on]
 
     try:
         next_step(run, "worker:1", at_least=20)
-        go_on = pause_if_async("worker", 0)
+        go_on = pause_others_if_async(1)
         kill(run, logdir, "worker", 1, 1)
         # The new worker 1 trains again: the chief's signal is still there.
         next_step(run, "worker:1")
         go_on()
         next_step(run, "worker:0")
-        go_on = pause_if_async("worker", 1)
+        go_on = pause_others_if_async(0)
         kill(run, logdir, "worker", 0, 2)
         # Only the chief died, so it carries on from the ps's values.
         resumed = int(run.next_line(
@@ -144,11 +151,10 @@ def three_kills(logdir, script, asynchronous, train_steps=600,
                             at_least=resumed + 3 * checkpoint_steps)
         # The workers stand still while the ps dies, so that the last
         # checkpoint is known: the one the chief must restore.
-        go_on = [pause(logdir, "worker", index) for index in (0, 1)]
+        go_on = pause_all(range(workers))
         saved = last_checkpoint_step(logdir)
         kill(run, logdir, "ps", 0, 3)
-        for function in go_on:
-            function()
+        go_on()
         # The ps lost the model: the chief restores the last checkpoint,
         # which is at most --save_checkpoint_steps behind (a quarter of the
         # progress made here, at least 4 of them).
