@@ -14,6 +14,9 @@ import threading
 from typing import NamedTuple
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist")
+# The widths of the model's hidden layers by default (also model.py's, which
+# loads TensorFlow): 784 -> 128 ReLU -> 10.
+HIDDEN_LAYERS = (128,)
 
 
 class UsageError(Exception):
