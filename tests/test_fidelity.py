@@ -256,6 +256,54 @@ def test_elastic_averaging_moves_both_copies_by_the_elastic_difference(
     assert not np.allclose(local["hidden/weights"], central["hidden/weights"])
 
 
+def test_agn_commits_the_displacement_of_the_workers_own_adam(run_dir):
+    """--worker_optimizer adam at its default rate, Keras's η = 0.001: the
+    worker's own Adam, its moments kept from window to window, takes the T
+    local steps, and the commit is a / T with a = (η̃ / η)(θ − θ̃); η̃ = 2 η
+    here, so each commit moves θ̃ by 2/3 of the worker's displacement."""
+    logdir = run_dir / "run"
+    steps, central_rate = WINDOW * WINDOWS, 0.002
+    result = run(command("AGN", logdir, window=WINDOW, steps=steps, learning_rate=None)
+                 + ["--worker_optimizer", "adam",
+                    "--central_learning_rate", str(central_rate)], timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["worker_optimizer"], outcome["learning_rate"]) == ("adam", 0.001)
+    assert (outcome["global_step"], outcome["commits"]) == (steps, [WINDOWS])
+    initial = checkpoint(logdir, 0)
+    final = checkpoint(logdir, steps)
+    assert_moved(final, initial)
+    assert_follows(lambda: reference.agn(
+        initial, worker_batches(), WINDOW, WINDOWS, 0.001, central_rate,
+        optimizer=reference.Adam(0.001)), final)
+
+
+def test_a_deeper_model_follows_aeasgd_with_the_workers_own_adam(run_dir):
+    """--hidden_layers 24,16: the checkpoints and local_copy.npz hold the
+    layers as hidden/, hidden_2/ and output/; the local steps are the
+    worker's own Adam's (α = 0.9 with one worker, whatever the rate)."""
+    logdir = run_dir / "run"
+    steps, names = WINDOW * WINDOWS, reference.names([24, 16])
+    result = run(command("AEASGD", logdir, window=WINDOW, steps=steps,
+                         learning_rate=None)
+                 + ["--worker_optimizer", "adam", "--hidden_layers", "24,16"],
+                 timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["alpha"], outcome["hidden_layers"]) == (0.9, [24, 16])
+    initial = checkpoint(logdir, 0, names)
+    assert {name: value.shape for name, value in initial.items()} == {
+        "hidden/weights": (784, 24), "hidden/biases": (24,),
+        "hidden_2/weights": (24, 16), "hidden_2/biases": (16,),
+        "output/weights": (16, 10), "output/biases": (10,)}
+    central = checkpoint(logdir, steps, names)
+    local = local_copy(logdir, names)
+    assert_moved(central, initial)
+    assert_follows(lambda: reference.aeasgd(
+        initial, worker_batches(), WINDOW, WINDOWS, 0.001, alpha=0.9,
+        optimizer=reference.Adam(0.001)), (central, local))
+
+
 def test_dynamic_sgd_scales_each_commit_by_its_staleness(run_dir):
     """Two workers, so that commits are stale; the ps records the order in
     which it applied them, and NumPy replays that order: 200 commits."""
