@@ -223,9 +223,10 @@ def parse(parser, argv=None):
         raise UsageError("--epochs and --train_steps both set how long to "
                          "train; give one of them")
     for name, default in args.defaults_later.items():
-        if getattr(args, name) is not None or (name == "train_steps"
-                                               and args.epochs is not None):
-            continue
+        if getattr(args, name) is not None:
+            continue  # given
+        if name == "train_steps" and args.epochs is not None:
+            continue  # set_train_steps sets it
         if name == "learning_rate" and getattr(args, "worker_optimizer",
                                                None) == "adam":
             default = ADAM_LEARNING_RATE
@@ -245,7 +246,8 @@ def parse(parser, argv=None):
                              f"{getattr(args, name)}")
     parameters = parameter_count(args.hidden_layers)
     if parameters > MAX_PARAMETERS:
-        raise UsageError(f"--hidden_layers {_shown(args.hidden_layers)} makes "
+        widths = ",".join(str(width) for width in args.hidden_layers)
+        raise UsageError(f"--hidden_layers {widths} makes "
                          f"a model of {parameters:,} parameters, more than "
                          f"{MAX_PARAMETERS:,}; use narrower or fewer layers")
     if args.train_steps is not None:
@@ -288,10 +290,6 @@ def _fill_step_defaults(args):
         args.log_every = max(1, args.train_steps // 10)
     if args.save_checkpoint_steps == 0:
         args.save_checkpoint_steps = max(1, args.train_steps // 20)
-
-
-def _shown(values):
-    return ",".join(str(value) for value in values)
 
 
 # The flags that say what a run trained: the settings its result records.
