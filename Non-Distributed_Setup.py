@@ -21,6 +21,8 @@ from guide.training import data, flags, logdirs
 
 def main():
     args = flags.parse(flags.make_parser(__doc__, __file__, cluster_flags=False))
+    # --epochs sets --train_steps: a global step trains on one minibatch.
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
@@ -38,7 +40,7 @@ def main():
 
     # --- The graph ---
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    classifier = model.Classifier(args.seed)
+    classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
     # The update rule: theta <- theta - learning_rate * gradient.
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
     train_op = optimizer.minimize(classifier.loss, global_step=global_step)

@@ -41,6 +41,9 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9,
                         help="Nesterov momentum δ of the local steps")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step is one minibatch (a commit of
+    # T local steps adds T).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the run, or a momentum outside [0, 1).
     scheme_flags.check_window(args.communication_window, args.train_steps)
@@ -67,8 +70,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -97,13 +101,13 @@ def main():
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         # Distributed: keep the centre θ̃ and the log of the exchanges on the ps.
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: keep θ, v and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         velocity = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="velocity")

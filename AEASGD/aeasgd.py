@@ -29,7 +29,8 @@ def main():
     # Distributed: add the cluster flags, T and the elastic strength ρ; train twice
     # as long on the real data sets, as the centre averages the workers (README.md).
     parser = flags.make_parser(
-        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=12000))
+        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=12000),
+        worker_optimizer="sgd")
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two elastic exchanges (T)")
     parser.add_argument("--rho", type=float,
@@ -37,6 +38,9 @@ def main():
                              "× rho (default: α = 0.9 / workers, the paper's "
                              "choice)")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step is one minibatch (a commit of
+    # T local steps adds T).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
@@ -61,8 +65,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -91,19 +96,20 @@ def main():
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         # Distributed: keep the centre θ̃ and the log of the exchanges on the ps.
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: keep θ and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         classifier = model.Classifier(mlp=local, summaries=False)
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # The update rule between exchanges: θ ← θ − η g, the baseline's.
-        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        # Distributed: the update rule between exchanges is --worker_optimizer's
+        # (sgd: θ ← θ − η g, the baseline's), its state this worker's own.
+        optimizer = model.optimizer(args.worker_optimizer, args.learning_rate)
         # Distributed: step this worker's copy θ only, not the centre; keep the loss.
         local_step = tf.group(
             optimizer.minimize(classifier.loss, var_list=local.variables),

@@ -28,13 +28,18 @@ def main():
     # Distributed: add the cluster flags, T and the ps's rate η̃; train twice as
     # long on the real data sets, as the centre moves by the workers' mean step.
     parser = flags.make_parser(
-        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=12000))
+        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=12000),
+        worker_optimizer="sgd")
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     parser.add_argument("--central_learning_rate", type=flags.positive_float,
-                        help="rate η̃ of the commits a = −η̃ Σ g (default: "
-                             "T × learning_rate / workers, README.md)")
+                        help="rate η̃ of the commits a = (η̃ / η) (θ − θ̃), "
+                             "−η̃ Σ g with sgd (default: T × learning_rate / workers, "
+                             "README.md)")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step is one minibatch (a commit of
+    # T local steps adds T).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
@@ -56,8 +61,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -86,12 +92,12 @@ def main():
     # Distributed: keep the global step, θ̃ and the commit log on the ps.
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: keep θ, a and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         accumulated = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="accumulated_update")
@@ -100,13 +106,15 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: a local step θ ← θ − η g, and a ← a − η̃ g; no ps traffic.
+        # Distributed: a local step θ ← θ + Δθ of --worker_optimizer (sgd: Δθ =
+        # −η g), and a ← a + (η̃ / η) Δθ; no ps traffic.
         gradients = tf.gradients(classifier.loss, local.variables)
-        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        applied, displacements = model.optimizer_step(
+            args.worker_optimizer, args.learning_rate, gradients, local.variables)
         local_step = tf.group(
-            optimizer.apply_gradients(zip(gradients, local.variables)),
-            *[update.assign_sub(central_rate * gradient)
-              for update, gradient in zip(accumulated, gradients)],
+            applied,
+            *[update.assign_add(central_rate / args.learning_rate * displacement)
+              for update, displacement in zip(accumulated, displacements)],
             last_loss.assign(classifier.loss))
 
     # Distributed: build the exchange with the ps, run once every T local steps.

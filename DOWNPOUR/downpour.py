@@ -29,10 +29,14 @@ def main():
     # train fifteen epochs on the real data sets (README.md).
     parser = flags.make_parser(
         __doc__, __file__, learning_rate=0.05,
-        train_steps=flags.ByDataset(synthetic=1000, real=9000))
+        train_steps=flags.ByDataset(synthetic=1000, real=9000),
+        worker_optimizer="adagrad")
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step is one minibatch (a commit of
+    # T local steps adds T).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
@@ -51,8 +55,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -81,12 +86,12 @@ def main():
     # Distributed: keep the global step, θ̃ and the commit log on the ps.
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         commit_log = counters.CommitLog(task)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: keep θ, Σ g and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         gradient_sum = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="gradient_sum")
@@ -95,9 +100,10 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: a local Adagrad step on θ, and Σ g ← Σ g + g; no ps traffic.
+        # Distributed: a local step of --worker_optimizer (Adagrad by default) on
+        # θ, and Σ g ← Σ g + g; no ps traffic.
         gradients = tf.gradients(classifier.loss, local.variables)
-        local_optimizer = tf.compat.v1.train.AdagradOptimizer(args.learning_rate)
+        local_optimizer = model.optimizer(args.worker_optimizer, args.learning_rate)
         local_step = tf.group(
             local_optimizer.apply_gradients(zip(gradients, local.variables)),
             *[total.assign_add(gradient)

@@ -61,10 +61,14 @@ def main():
     # Distributed: add the cluster flags and the window T; train fifteen epochs on
     # the real data sets, as each commit is divided by its staleness + 1.
     parser = flags.make_parser(
-        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=9000))
+        __doc__, __file__, train_steps=flags.ByDataset(synthetic=1000, real=9000),
+        worker_optimizer="sgd")
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step is one minibatch (a commit of
+    # T local steps adds T).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a window longer than the whole run.
     scheme_flags.check_window(args.communication_window, args.train_steps)
@@ -83,8 +87,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -116,7 +121,7 @@ def main():
     # Distributed: keep θ̃, the clock c, each c_i and the commit record on the ps.
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         evaluation = model.Classifier(mlp=central, summaries=False)
         clock = counters.counter("clock")
         pulled_at = counters.counter("pulled_at", [task.num_workers])
@@ -125,7 +130,7 @@ def main():
     # Distributed: keep θ, Δ and the last loss on this worker, out of checkpoints.
     with placement.local_variables(worker_device), \
             tf.compat.v1.variable_scope("local"):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         update = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="update")
@@ -134,13 +139,15 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: a local step θ ← θ − η g, and Δ ← Δ − η g; no ps traffic.
+        # Distributed: a local step θ ← θ + Δθ of --worker_optimizer (sgd: Δθ =
+        # −η g), and Δ ← Δ + Δθ; no ps traffic.
         gradients = tf.gradients(classifier.loss, local.variables)
-        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        applied, displacements = model.optimizer_step(
+            args.worker_optimizer, args.learning_rate, gradients, local.variables)
         local_step = tf.group(
-            optimizer.apply_gradients(zip(gradients, local.variables)),
-            *[delta.assign_sub(args.learning_rate * gradient)
-              for delta, gradient in zip(update, gradients)],
+            applied,
+            *[delta.assign_add(displacement)
+              for delta, displacement in zip(update, displacements)],
             last_loss.assign(classifier.loss))
 
     # Distributed: pulls and commits take turns, each holding the workers' one

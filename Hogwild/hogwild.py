@@ -28,6 +28,8 @@ from guide.training import data, flags, logdirs
 def main():
     # Distributed: parse the cluster flags too (--ps_hosts, --job_name, ...).
     args = flags.parse(flags.make_parser(__doc__, __file__))
+    # --epochs sets --train_steps: a global step trains on one minibatch.
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: find this task's place in the cluster, from TF_CONFIG or the flags.
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
@@ -44,8 +46,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run this task's server, through which the others reach it.
@@ -72,7 +75,7 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
+        classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
         # Distributed: apply each gradient on the ps at once, without a lock.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(
             args.learning_rate, use_locking=False)

@@ -39,6 +39,10 @@ def main():
     # (TF_CONFIG or flags).
     task = tf_config.resolve_task(os.environ, args.ps_hosts, args.worker_hosts,
                                   args.job_name, args.task_index, ps=False)
+    # Distributed: a step trains on one minibatch from every worker, the global
+    # batch; --epochs sets --train_steps by it.
+    global_batch = args.batch_size * task.num_workers
+    flags.set_train_steps(args, examples_per_step=global_batch)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -50,8 +54,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every worker joins one allreduce; there is no ps ---
     # Distributed: join the other workers, one replica each, and sum over them
@@ -79,13 +84,12 @@ def main():
     shard = data.shard(dataset.train_images, dataset.train_labels,
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size, seed=args.seed + task.task_index)
-    global_batch = args.batch_size * task.num_workers
 
     # --- The graph: a copy of the model on every worker ---
     # Distributed: mirror the variables: every worker holds a copy, which the
     # same updates keep equal.
     with strategy.scope():
-        mlp = model.MLP(args.seed)
+        mlp = model.MLP(args.seed, args.hidden_layers)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                   name="global_step")
 

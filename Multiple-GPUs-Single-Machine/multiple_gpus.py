@@ -36,6 +36,9 @@ def main():
                         help="in_graph: towers, one per device (default: one "
                              "per visible GPU, or 2 CPU devices without GPUs)")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step trains on one minibatch (in
+    # in-graph mode, split over the towers).
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: refuse a TF_CONFIG in in-graph mode, which is one process.
     if args.mode == "in_graph" and os.environ.get("TF_CONFIG"):
@@ -70,8 +73,9 @@ def between_graph(args, logdir, gpus):
                                   args.job_name, args.task_index)
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -103,7 +107,7 @@ def between_graph(args, logdir, gpus):
         worker_device=device, cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
+        classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
         # The update rule: asynchronous SGD, as in Hogwild, applied on the ps
         # as each worker's gradient arrives.
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
@@ -190,7 +194,7 @@ def towers(args, logdir, gpus):
     # Distributed: keep the variables on the CPU, where every tower reads them.
     with tf.device("/device:CPU:0"):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
+        classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
     # Distributed: tower i computes the gradient of slice i on device i.
     tower_gradients = []

@@ -33,6 +33,8 @@ def main():
                         help="minibatches a worker trains on per function "
                              "the coordinator schedules")
     args = flags.parse(parser)
+    # --epochs sets --train_steps: a global step trains on one minibatch.
+    flags.set_train_steps(args, examples_per_step=args.batch_size)
     logdir = logdirs.check(args.logdir or logdirs.new_run_folder(__file__))
     # Distributed: find this task's place in the cluster, from TF_CONFIG only.
     task = tf_config.resolve_coordinated_task(os.environ)
@@ -89,7 +91,7 @@ def coordinate(args, logdir, resolver, dataset, task):
     coordinator = experimental.coordinator.ClusterCoordinator(strategy)
     # Distributed: create the variables on the ps, round robin over them.
     with strategy.scope():
-        mlp = model.MLP(args.seed)
+        mlp = model.MLP(args.seed, args.hidden_layers)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                   name="global_step")
 

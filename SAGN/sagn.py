@@ -30,12 +30,13 @@ def main():
     # long on the real data sets, as the centre moves by the workers' mean step.
     parser = flags.make_parser(
         __doc__, __file__,
-        train_steps=flags.ByDataset(synthetic=250, real=1500))
+        train_steps=flags.ByDataset(synthetic=250, real=1500), worker_optimizer="sgd")
     parser.add_argument("--communication_window", type=flags.positive_int, default=4,
                         help="local steps between two exchanges with the ps (T)")
     parser.add_argument("--central_learning_rate", type=flags.positive_float,
-                        help="rate η̃ of the commits a = −η̃ Σ g (default: "
-                             "T × learning_rate, README.md)")
+                        help="rate η̃ of the commits a = (η̃ / η) (θ − θ̃), "
+                             "−η̃ Σ g with sgd (default: T × learning_rate, "
+                             "README.md)")
     parser.add_argument("--replicas_to_aggregate", type=flags.positive_int,
                         help="commits averaged into each update (default: one "
                              "per worker); the others are dropped as stale")
@@ -47,6 +48,10 @@ def main():
     # Distributed: average R commits per update, one per worker by default.
     replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
                                                   task.num_workers)
+    # Distributed: a global step trains on R commits of T minibatches each;
+    # --epochs sets --train_steps by it.
+    examples_per_step = replicas * args.communication_window * args.batch_size
+    flags.set_train_steps(args, examples_per_step)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -66,8 +71,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -99,12 +105,12 @@ def main():
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         # Distributed: keep the central copy θ̃ on the ps; the chief evaluates it.
-        central = model.MLP(args.seed)
+        central = model.MLP(args.seed, args.hidden_layers)
         evaluation = model.Classifier(mlp=central, summaries=False)
     # Distributed: keep this worker's copy θ, its summed update a and its loss
     # on its own device, out of the checkpoints.
     with placement.local_variables(worker_device):
-        local = model.MLP(args.seed)
+        local = model.MLP(args.seed, args.hidden_layers)
         accumulated = [
             tf.compat.v1.Variable(tf.zeros(variable.shape), trainable=False,
                                   name="accumulated_update")
@@ -113,13 +119,15 @@ def main():
         last_loss = tf.compat.v1.Variable(0.0, trainable=False, name="last_loss")
         tf.compat.v1.summary.scalar("loss", last_loss)
 
-        # Distributed: take a local step, θ ← θ − η g, and sum it into a ← a − η̃ g.
+        # Distributed: take a local step θ ← θ + Δθ of --worker_optimizer (sgd:
+        # Δθ = −η g), and sum it into a ← a + (η̃ / η) Δθ.
         gradients = tf.gradients(classifier.loss, local.variables)
-        optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
+        applied, displacements = model.optimizer_step(
+            args.worker_optimizer, args.learning_rate, gradients, local.variables)
         local_step = tf.group(
-            optimizer.apply_gradients(zip(gradients, local.variables)),
-            *[update.assign_sub(central_rate * gradient)
-              for update, gradient in zip(accumulated, gradients)],
+            applied,
+            *[update.assign_add(central_rate / args.learning_rate * displacement)
+              for update, displacement in zip(accumulated, displacements)],
             last_loss.assign(classifier.loss))
 
     # Distributed: build the exchange with the ps, run every T local steps.
@@ -169,8 +177,6 @@ def main():
         scaffold = recovery.scaffold_waiting_for_chief(task)
     # Distributed: the chief applies the averaged commits and hands out tokens.
     sync_hook = sync.SyncReplicasHook(averager, task.is_chief)
-    # Distributed: count R commits of T minibatches in one global step.
-    examples_per_step = replicas * window * args.batch_size
     # Distributed: only the chief writes summaries, stale commits among them.
     summary_dir = logdir if task.is_chief else None
     # Distributed: report progress once per round of T local steps.

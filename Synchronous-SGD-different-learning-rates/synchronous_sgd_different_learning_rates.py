@@ -52,6 +52,10 @@ def main():
     # Distributed: average R gradients per update, one per worker by default.
     replicas = scheme_flags.replicas_to_aggregate(args.replicas_to_aggregate,
                                                   task.num_workers)
+    # Distributed: a global step trains on R workers' minibatches; --epochs sets
+    # --train_steps by it.
+    examples_per_step = replicas * args.batch_size
+    flags.set_train_steps(args, examples_per_step)
     # Distributed: give every worker a rate, --learning_rate unless set.
     rates = args.learning_rates or [args.learning_rate] * task.num_workers
     if len(rates) != task.num_workers:
@@ -77,8 +81,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -98,8 +103,6 @@ def main():
                        task.task_index, task.num_workers)
     batches = data.Batches(*shard, args.batch_size,
                            seed=args.seed + task.task_index)
-    # Distributed: count R workers' minibatches in one global step.
-    examples_per_step = replicas * args.batch_size
 
     # --- The graph: variables on the ps, computation on this worker ---
     # Distributed: place the variables on the ps and the ops on this worker.
@@ -107,7 +110,7 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
+        classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
         # Distributed: average R gradients on the ps, then apply --optimizer.
         optimizers = {
             "sgd": tf.compat.v1.train.GradientDescentOptimizer,

@@ -54,6 +54,10 @@ def main():
             f"--exact needs --replicas_to_aggregate equal to the number of "
             f"workers and a --batch_size divisible by it, got {replicas} and "
             f"{args.batch_size} for {task.num_workers} workers")
+    # Distributed: a global step trains on R workers' minibatches (with --exact,
+    # one minibatch split over them); --epochs sets --train_steps by it.
+    examples_per_step = args.batch_size if args.exact else replicas * args.batch_size
+    flags.set_train_steps(args, examples_per_step)
     # TensorFlow loads only now, after the flags are read: loading takes
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
@@ -73,8 +77,9 @@ def main():
     tf.get_logger().setLevel("ERROR")  # hide the v1 APIs' deprecation warnings
     # Distributed: an evaluator task only tests the chief's checkpoints.
     if task.job_name == "evaluator":
-        return evaluator.run(logdir, train_steps=args.train_steps, dataset=data.load(
-            args.dataset, args.data_dir, args.seed, args.validation))
+        return evaluator.run(
+            logdir, train_steps=args.train_steps, hidden_layers=args.hidden_layers,
+            dataset=data.load(args.dataset, args.data_dir, args.seed, args.validation))
 
     # --- The cluster: every task runs a server; a ps only serves ---
     # Distributed: run a server for this task, which the other tasks reach.
@@ -103,8 +108,6 @@ def main():
         batches = data.Batches(*shard, args.batch_size,
                                seed=args.seed + task.task_index)
         rows = slice(None)
-    # Distributed: count R workers' minibatches in one global step.
-    examples_per_step = replicas * (slice_size if args.exact else args.batch_size)
 
     # --- The graph: variables on the ps, computation on this worker ---
     # Distributed: place the variables on the ps and the ops on this worker.
@@ -112,7 +115,7 @@ def main():
         worker_device=f"/job:worker/task:{task.task_index}", cluster=cluster_spec)
     with tf.compat.v1.device(device_setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        classifier = model.Classifier(args.seed)
+        classifier = model.Classifier(args.seed, hidden_layers=args.hidden_layers)
         # Distributed: average R workers' gradients on the ps into one update.
         optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate),

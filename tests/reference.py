@@ -14,6 +14,8 @@ import numpy as np
 
 NAMES = ("hidden/weights", "hidden/biases", "output/weights", "output/biases")
 ADAGRAD_INITIAL_ACCUMULATOR = 0.1  # tf.compat.v1.train.AdagradOptimizer's
+# tf.compat.v1.train.AdamOptimizer's β1, β2 and ε (Keras 2.0's).
+ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON = 0.9, 0.999, 1e-8
 
 # TensorFlow computes a hidden unit's pre-activation in float32 from float32
 # parameters, these rules in float64 from float64 ones, and the two
@@ -27,41 +29,69 @@ KINK = 1e-6
 _kinks = {"active": False, "call": 0, "seen": [], "other_side": frozenset()}
 
 
+def names(hidden_layers):
+    """The variable names of the model with these hidden layers' widths, as
+    guide/training/model.py names them: hidden/, hidden_2/, ..., output/."""
+    scopes = ["hidden"] + [f"hidden_{number}"
+                           for number in range(2, len(hidden_layers) + 1)]
+    return tuple(f"{scope}/{kind}" for scope in [*scopes, "output"]
+                 for kind in ("weights", "biases"))
+
+
+def _layers(params):
+    """The layers' scopes in `params`, from the input to the output."""
+    scopes = ["hidden"]
+    while f"hidden_{len(scopes) + 1}/weights" in params:
+        scopes.append(f"hidden_{len(scopes) + 1}")
+    return [*scopes, "output"]
+
+
 def gradients(params, images, labels):
-    """Gradient of the mean cross-entropy of the 784-128-10 MLP."""
-    images = images.astype(np.float64)
-    before_relu = images @ params["hidden/weights"] + params["hidden/biases"]
-    active = before_relu > 0
-    if _kinks["active"]:  # else float64's sides, as they are
-        scale = np.abs(images) @ np.abs(params["hidden/weights"]) + np.abs(
-            params["hidden/biases"])
-        call = _kinks["call"]
+    """Gradient of the mean cross-entropy of the MLP of ReLU hidden layers
+    in `params` (784-128-10 with NAMES)."""
+    scopes = _layers(params)
+    call = _kinks["call"]
+    if _kinks["active"]:
         _kinks["call"] += 1
-        for example, unit in zip(*np.nonzero(np.abs(before_relu) <= KINK * scale)):
-            entry = (call, int(example), int(unit))
-            _kinks["seen"].append(
-                (abs(before_relu[example, unit]) / scale[example, unit], entry))
-            if entry in _kinks["other_side"]:
-                active[example, unit] = not active[example, unit]
-    hidden = np.maximum(before_relu, 0)
-    logits = hidden @ params["output/weights"] + params["output/biases"]
+    inputs = [images.astype(np.float64)]  # each layer's
+    actives = []
+    for layer, scope in enumerate(scopes[:-1]):
+        weights, biases = params[f"{scope}/weights"], params[f"{scope}/biases"]
+        before_relu = inputs[-1] @ weights + biases
+        active = before_relu > 0
+        if _kinks["active"]:  # else float64's sides, as they are
+            scale = np.abs(inputs[-1]) @ np.abs(weights) + np.abs(biases)
+            for example, unit in zip(*np.nonzero(np.abs(before_relu)
+                                                 <= KINK * scale)):
+                entry = (call, layer, int(example), int(unit))
+                _kinks["seen"].append(
+                    (abs(before_relu[example, unit]) / scale[example, unit], entry))
+                if entry in _kinks["other_side"]:
+                    active[example, unit] = not active[example, unit]
+        actives.append(active)
+        inputs.append(np.maximum(before_relu, 0))
+    logits = inputs[-1] @ params["output/weights"] + params["output/biases"]
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities /= probabilities.sum(axis=1, keepdims=True)
-    d_logits = probabilities
-    d_logits[np.arange(len(labels)), labels] -= 1
-    d_logits /= len(labels)
-    d_hidden = (d_logits @ params["output/weights"].T) * active
-    return {"hidden/weights": images.T @ d_hidden,
-            "hidden/biases": d_hidden.sum(axis=0),
-            "output/weights": hidden.T @ d_logits,
-            "output/biases": d_logits.sum(axis=0)}
+    d_outputs = probabilities
+    d_outputs[np.arange(len(labels)), labels] -= 1
+    d_outputs /= len(labels)
+    result = {}
+    for layer in reversed(range(len(scopes))):
+        scope = scopes[layer]
+        result[f"{scope}/weights"] = inputs[layer].T @ d_outputs
+        result[f"{scope}/biases"] = d_outputs.sum(axis=0)
+        if layer:
+            d_outputs = (d_outputs @ params[f"{scope}/weights"].T) * actives[layer - 1]
+    return result
 
 
 @contextlib.contextmanager
 def taking_other_side(entries=()):
     """Within it, `gradients` notes its calls' entries within KINK of the
-    kink (yielded, as they come) and takes `entries`, (call, example, unit)
-    counted from the block's start, on the other side from float64's."""
+    kink (yielded, as they come) and takes `entries`, (call, hidden layer,
+    example, unit) counted from the block's start, on the other side from
+    float64's."""
     seen = []
     _kinks.update(active=True, call=0, seen=seen, other_side=frozenset(entries))
     try:
@@ -87,19 +117,62 @@ def either_side(replay, matches, most=2):
         for other_side in itertools.combinations(ambiguous[:10], count):
             result, _ = attempt(other_side)
             if matches(result):
-                print(f"matched with (call, example, unit) {other_side} on the "
-                      f"other side of ReLU's kink")
+                print(f"matched with (call, layer, example, unit) {other_side} "
+                      f"on the other side of ReLU's kink")
                 return result
     return None
 
 
 def _map(function, *dicts):
-    return {name: function(*(d[name] for d in dicts)) for name in NAMES}
+    return {name: function(*(d[name] for d in dicts)) for name in dicts[0]}
 
 
 def _plus_scaled(params, factor, other):
     """params + factor · other, parameter by parameter."""
     return _map(lambda p, o: p + factor * o, params, other)
+
+
+class Sgd:
+    """θ ← θ − η g."""
+
+    def __init__(self, learning_rate):
+        self.learning_rate = learning_rate
+
+    def step(self, params, gradient):
+        return _plus_scaled(params, -self.learning_rate, gradient)
+
+
+class Adam:
+    """tf.compat.v1.train.AdamOptimizer, its moments kept from step to step:
+    m ← β1 m + (1 − β1) g, v ← β2 v + (1 − β2) g², and at step t
+    θ ← θ − η √(1 − β2^t) / (1 − β1^t) · m / (√v + ε)."""
+
+    def __init__(self, learning_rate):
+        self.learning_rate = learning_rate
+        self.moments = None
+        self.steps = 0
+
+    def step(self, params, gradient):
+        if self.moments is None:
+            self.moments = (_map(np.zeros_like, params), _map(np.zeros_like, params))
+        first, second = self.moments
+        first = _map(lambda m, g: ADAM_BETA1 * m + (1 - ADAM_BETA1) * g,
+                     first, gradient)
+        second = _map(lambda v, g: ADAM_BETA2 * v + (1 - ADAM_BETA2) * g * g,
+                      second, gradient)
+        self.moments, self.steps = (first, second), self.steps + 1
+        rate = (self.learning_rate * np.sqrt(1 - ADAM_BETA2 ** self.steps)
+                / (1 - ADAM_BETA1 ** self.steps))
+        return _map(lambda p, m, v: p - rate * m / (np.sqrt(v) + ADAM_EPSILON),
+                    params, first, second)
+
+
+def _local_window(central, batches, window, optimizer):
+    """T local steps of `optimizer` from θ̃; returns the displacement θ − θ̃."""
+    local = dict(central)
+    for _ in range(window):
+        local = optimizer.step(local, gradients(local, *batches.next()))
+    return _map(np.subtract, local, central)
 
 
 def _sgd_window(central, batches, window, learning_rate):
@@ -134,12 +207,16 @@ def downpour_easy(central, batches, window, windows, learning_rate):
     return central
 
 
-def agn(central, batches, window, windows, learning_rate, central_rate):
-    """a = −η̃ Σ_{t<T} g_t along T local SGD steps at η; θ̃ ← θ̃ + a / T."""
+def agn(central, batches, window, windows, learning_rate, central_rate,
+        optimizer=None):
+    """a = (η̃ / η) (θ − θ̃) after T local steps of the worker's `optimizer`
+    (default: SGD at η, with which a = −η̃ Σ_{t<T} g_t), which keeps its
+    state from window to window; θ̃ ← θ̃ + a / T."""
+    optimizer = optimizer or Sgd(learning_rate)
     for _ in range(windows):
-        gradient_sum = _sgd_window(central, batches, window, learning_rate)
-        central = _map(lambda p, s: p + (-central_rate * s) / window, central,
-                       gradient_sum)
+        displacement = _local_window(central, batches, window, optimizer)
+        central = _map(lambda p, d: p + central_rate / learning_rate * d / window,
+                       central, displacement)
     return central
 
 
@@ -172,15 +249,19 @@ def dynamic_sgd(central, worker_batches, window, learning_rate, commits,
 
 
 def aeasgd(central, batches, window, windows, learning_rate, alpha,
-           momentum=0.0):
+           momentum=0.0, optimizer=None):
     """One worker of (A)EASGD, from θ = θ̃: T local steps, then the elastic
     exchange E = α (θ − θ̃), θ ← θ − E, θ̃ ← θ̃ + E. With `momentum` δ > 0 the
-    local steps are Nesterov's (AEAMSGD): v ← δ v − η g(θ + δ v), θ ← θ + v.
+    local steps are Nesterov's (AEAMSGD): v ← δ v − η g(θ + δ v), θ ← θ + v;
+    with an `optimizer` (Adam), its own, its state kept throughout.
     Returns (θ̃, θ)."""
     local = dict(central)
     velocity = _map(np.zeros_like, central)
     for _ in range(windows):
         for _ in range(window):
+            if optimizer:
+                local = optimizer.step(local, gradients(local, *batches.next()))
+                continue
             ahead = _map(lambda p, v: p + momentum * v, local, velocity)
             gradient = gradients(ahead, *batches.next())
             velocity = _map(lambda v, g: momentum * v - learning_rate * g,

@@ -33,28 +33,30 @@ FIRST_AND_LAST = ["--save_checkpoint_steps", "1000000"]
 
 
 def command(folder, logdir, *, window, steps, learning_rate, workers=1):
-    """One ps and `workers` workers through the example's run.sh."""
+    """One ps and `workers` workers through the example's run.sh; with
+    `learning_rate` None, the script's default rate."""
+    rate = [] if learning_rate is None else ["--learning_rate", str(learning_rate)]
     return ["bash", f"{folder}/run.sh", "--workers", str(workers), "--seed", str(SEED),
-            "--batch_size", str(BATCH), "--learning_rate", str(learning_rate),
+            "--batch_size", str(BATCH), *rate,
             "--communication_window", str(window), "--train_steps", str(steps),
             *FIRST_AND_LAST, "--logdir", str(logdir)]
 
 
-def checkpoint(logdir, step):
+def checkpoint(logdir, step, names=reference.NAMES):
     """The central parameters the chief saved from the ps at `step` (with no
     ps, its own copy), by name or, from a tf.train.Checkpoint, by object."""
     # Here, so that other test files need not pay for loading TensorFlow.
     from guide.distributed.evaluator import read_variables
 
-    values = read_variables(os.path.join(logdir, f"model.ckpt-{step}"),
-                            reference.NAMES)
+    values = read_variables(os.path.join(logdir, f"model.ckpt-{step}"), names)
     return {name: value.astype(np.float64) for name, value in values.items()}
 
 
-def local_copy(logdir):
+def local_copy(logdir, names=reference.NAMES):
     """The chief's own parameters θ, which it saved to local_copy.npz."""
     with np.load(os.path.join(logdir, "local_copy.npz")) as saved:
-        return {name: saved[name].astype(np.float64) for name in reference.NAMES}
+        assert sorted(saved.files) == sorted(names)
+        return {name: saved[name].astype(np.float64) for name in names}
 
 
 def run_all(commands, timeout):
@@ -71,8 +73,9 @@ def worker_batches(index=0, count=1):
 
 
 def relative_errors(actual, expected):
+    assert actual.keys() == expected.keys()
     return {name: np.linalg.norm(actual[name] - expected[name])
-            / np.linalg.norm(expected[name]) for name in reference.NAMES}
+            / np.linalg.norm(expected[name]) for name in expected}
 
 
 def assert_close(actual, expected, rtol):
@@ -102,7 +105,8 @@ def assert_follows(replay, actual, rtol=1e-5):
 
 def assert_moved(final, initial):
     """Every parameter moved, by far more than the tolerances used here."""
-    for name in reference.NAMES:
+    assert final.keys() == initial.keys()
+    for name in final:
         moved = np.linalg.norm(final[name] - initial[name])
         assert moved > 1e-3 * np.linalg.norm(final[name]), name
 
@@ -252,6 +256,54 @@ def test_elastic_averaging_moves_both_copies_by_the_elastic_difference(
     assert not np.allclose(local["hidden/weights"], central["hidden/weights"])
 
 
+def test_agn_commits_the_displacement_of_the_workers_own_adam(run_dir):
+    """--worker_optimizer adam at its default rate, Keras's η = 0.001: the
+    worker's own Adam, its moments kept from window to window, takes the T
+    local steps, and the commit is a / T with a = (η̃ / η)(θ − θ̃); η̃ = 2 η
+    here, so each commit moves θ̃ by 2/3 of the worker's displacement."""
+    logdir = run_dir / "run"
+    steps, central_rate = WINDOW * WINDOWS, 0.002
+    result = run(command("AGN", logdir, window=WINDOW, steps=steps, learning_rate=None)
+                 + ["--worker_optimizer", "adam",
+                    "--central_learning_rate", str(central_rate)], timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["worker_optimizer"], outcome["learning_rate"]) == ("adam", 0.001)
+    assert (outcome["global_step"], outcome["commits"]) == (steps, [WINDOWS])
+    initial = checkpoint(logdir, 0)
+    final = checkpoint(logdir, steps)
+    assert_moved(final, initial)
+    assert_follows(lambda: reference.agn(
+        initial, worker_batches(), WINDOW, WINDOWS, 0.001, central_rate,
+        optimizer=reference.Adam(0.001)), final)
+
+
+def test_a_deeper_model_follows_aeasgd_with_the_workers_own_adam(run_dir):
+    """--hidden_layers 24,16: the checkpoints and local_copy.npz hold the
+    layers as hidden/, hidden_2/ and output/; the local steps are the
+    worker's own Adam's (α = 0.9 with one worker, whatever the rate)."""
+    logdir = run_dir / "run"
+    steps, names = WINDOW * WINDOWS, reference.names([24, 16])
+    result = run(command("AEASGD", logdir, window=WINDOW, steps=steps,
+                         learning_rate=None)
+                 + ["--worker_optimizer", "adam", "--hidden_layers", "24,16"],
+                 timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = read_result(logdir)
+    assert (outcome["alpha"], outcome["hidden_layers"]) == (0.9, [24, 16])
+    initial = checkpoint(logdir, 0, names)
+    assert {name: value.shape for name, value in initial.items()} == {
+        "hidden/weights": (784, 24), "hidden/biases": (24,),
+        "hidden_2/weights": (24, 16), "hidden_2/biases": (16,),
+        "output/weights": (16, 10), "output/biases": (10,)}
+    central = checkpoint(logdir, steps, names)
+    local = local_copy(logdir, names)
+    assert_moved(central, initial)
+    assert_follows(lambda: reference.aeasgd(
+        initial, worker_batches(), WINDOW, WINDOWS, 0.001, alpha=0.9,
+        optimizer=reference.Adam(0.001)), (central, local))
+
+
 def test_dynamic_sgd_scales_each_commit_by_its_staleness(run_dir):
     """Two workers, so that commits are stale; the ps records the order in
     which it applied them, and NumPy replays that order: 200 commits."""
@@ -321,7 +373,7 @@ def test_either_side_takes_the_other_side_only_at_the_kink():
             params, -0.5, reference.gradients(params, images, labels))
 
     as_float64 = replay()
-    with reference.taking_other_side({(0, 2, 7)}):
+    with reference.taking_other_side({(0, 0, 2, 7)}):
         other_side = replay()
     assert max(relative_errors(other_side, as_float64).values()) > 1e-5
 

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, read_result, run
-from guide.training.data import IMAGE_SIZE, NUM_CLASSES
-from guide.training.model import HIDDEN_UNITS
+from guide.training.flags import HIDDEN_LAYERS, parameter_count
 from launcher import network
 
 pytestmark = pytest.mark.skipif(
@@ -19,8 +18,7 @@ pytestmark = pytest.mark.skipif(
     reason="this system does not allow user namespaces")
 
 # The model's float32 parameters: what one pull, or one push, carries.
-MODEL_BYTES = 4 * (IMAGE_SIZE * HIDDEN_UNITS + HIDDEN_UNITS
-                   + HIDDEN_UNITS * NUM_CLASSES + NUM_CLASSES)
+MODEL_BYTES = 4 * parameter_count(HIDDEN_LAYERS)
 # Measured over the graph's bytes: headers (few, with segmentation offload
 # on a veth), gRPC's framing and the small tensors (the global step, the
 # counters, the queues' tokens). Three runs each beside a loaded machine
@@ -129,8 +127,8 @@ def test_a_run_with_no_progress_line_gets_its_timeline_but_no_bytes(run_dir):
                   "--train_steps", "20", "--log_every", "1000", "--logdir",
                   str(logdir)], timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert re.search(r"^\[worker:0\] RESULT .* seed=0$", result.stdout,
-                     re.MULTILINE)
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128$",
+                     result.stdout, re.MULTILINE)
     launch = read_launch(logdir)
     assert "network" not in launch and "network" not in read_result(logdir)
     assert launch["timeline"]["launch_to_result_s"] > read_result(logdir)["wall_s"]
@@ -143,7 +141,7 @@ def test_the_host_network_is_not_measured(run_dir):
                   "host", "--train_steps", "40", "--logdir", str(logdir)],
                  timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert re.search(r"^\[worker:0\] RESULT .* seed=0$", result.stdout,
-                     re.MULTILINE)
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128$",
+                     result.stdout, re.MULTILINE)
     assert "network" not in read_launch(logdir)
     assert "network" not in read_result(logdir)

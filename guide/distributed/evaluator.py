@@ -165,14 +165,15 @@ def object_keys(reader):
             for node in graph.nodes for attribute in node.attributes}
 
 
-def run(logdir, dataset, train_steps):
-    """Evaluates each new checkpoint in `logdir` on `dataset`'s test set;
-    returns after the final one, at the global step of the chief's
-    result.json (without inotify, the first at `train_steps` or past it)."""
+def run(logdir, dataset, train_steps, hidden_layers=model.HIDDEN_LAYERS):
+    """Evaluates each new checkpoint in `logdir` on `dataset`'s test set,
+    with the model of these `hidden_layers` that the chief trains; returns
+    after the final one, at the global step of the chief's result.json
+    (without inotify, the first at `train_steps` or past it)."""
     graph = tf.Graph()
     with graph.as_default():
         # Its initial values do not matter: every checkpoint overwrites them.
-        classifier = model.Classifier(summaries=False)
+        classifier = model.Classifier(summaries=False, hidden_layers=hidden_layers)
         # The global model's variables, by the names every example's chief
         # saves them under; a checkpoint holds more, which are left alone.
         saver = tf.compat.v1.train.Saver(

@@ -14,6 +14,19 @@ import threading
 from typing import NamedTuple
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist")
+# The examples in each training set, which --epochs counts in (--validation
+# holds data.VALIDATION_SIZE of them out).
+TRAINING_SET_SIZES = {"synthetic": 20_000, "mnist": 60_000, "fashion_mnist": 60_000}
+# The widths of the model's hidden layers by default (also model.py's, which
+# loads TensorFlow): 784 -> 128 ReLU -> 10.
+HIDDEN_LAYERS = (128,)
+# What a worker may take its local steps with (--worker_optimizer), and
+# Keras's Adam rate, the default --learning_rate with adam.
+WORKER_OPTIMIZERS = ("sgd", "adagrad", "adam")
+ADAM_LEARNING_RATE = 0.001
+# The widest model --hidden_layers may build: 400 MB of float32 a copy, of
+# which a windowed worker holds several.
+MAX_PARAMETERS = 100_000_000
 
 
 class UsageError(Exception):
@@ -61,6 +74,18 @@ def positive_float(text):
     return value
 
 
+def positive_ints(text):
+    """An argparse type: comma-separated positive integers, e.g. 1000,2000."""
+    try:
+        values = [int(item) for item in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be comma-separated positive integers, got {text!r}")
+    return values
+
+
 def positive_floats(text):
     """An argparse type: comma-separated positive numbers, e.g. 0.1,0.05."""
     try:
@@ -94,30 +119,54 @@ TRAIN_STEPS = ByDataset(synthetic=1000, real=6000)
 
 
 def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS,
-                batch_size=100, learning_rate=0.2):
+                batch_size=100, learning_rate=0.2, worker_optimizer=None):
     """The parser with the common flags, described by `doc`'s first line;
     an example adds its own. `train_steps`, `batch_size` and `learning_rate`
-    may each be a `ByDataset` pair, which `parse` resolves."""
+    may each be a `ByDataset` pair, which `parse` resolves. With
+    `worker_optimizer` (one of WORKER_OPTIMIZERS), the parser has
+    --worker_optimizer with that default, and --learning_rate defaults to
+    ADAM_LEARNING_RATE with adam."""
     parser = Parser(
         prog=os.path.basename(script_file),
         description=doc.strip().splitlines()[0],
         formatter_class=HelpFormatter,
         allow_abbrev=False)
-    by_dataset = {}
+    # None marks a flag as not given, for `parse` to fill in from these.
+    later = {"train_steps": train_steps, "batch_size": batch_size,
+             "learning_rate": learning_rate}
     training = parser.add_argument_group("training")
     for name, type_, default, help_text in (
             ("train_steps", int, train_steps, "global steps to train for"),
+            ("epochs", positive_float, None,
+             "train for this many passes over the training set, counted in "
+             "examples over all workers, so that each worker sees its shard "
+             "about this many times: sets --train_steps to match"),
             ("batch_size", int, batch_size, "examples per minibatch, per worker"),
             ("learning_rate", float, learning_rate, "step size of the optimizer")):
-        if isinstance(default, ByDataset):
-            # None marks the flag as not given, for `parse` to fill in.
-            by_dataset[name] = default
-            help_text += (f" (default: {default.synthetic} on synthetic data, "
-                          f"{default.real} on mnist and fashion_mnist)")
+        if name in later:
+            help_text += " (default: " + (
+                f"{default.synthetic} on synthetic data, {default.real} on "
+                f"mnist and fashion_mnist" if isinstance(default, ByDataset)
+                else f"{default}")
+            if name == "learning_rate" and worker_optimizer:
+                help_text += f"; {ADAM_LEARNING_RATE} with --worker_optimizer adam"
+            help_text += ")"
             default = None
         training.add_argument(f"--{name}", type=type_, default=default,
                               help=help_text)
-    parser.set_defaults(defaults_by_dataset=by_dataset)
+    parser.set_defaults(defaults_later=later)
+    training.add_argument("--hidden_layers", type=positive_ints,
+                          default=list(HIDDEN_LAYERS),
+                          help="the widths of the model's hidden ReLU layers, "
+                               "comma-separated: 1000,2000,1000 is the "
+                               "784-1000-2000-1000-10 model of Hermans' "
+                               "thesis (docs/running.md) (default: 128)")
+    if worker_optimizer:
+        training.add_argument("--worker_optimizer", choices=WORKER_OPTIMIZERS,
+                              default=worker_optimizer,
+                              help="what each worker takes its local steps "
+                                   "with; its state (Adagrad's accumulators, "
+                                   "Adam's moments) is the worker's own")
     training.add_argument("--seed", type=int, default=0,
                           help="seed for the data, the initial model and "
                                "the batch order")
@@ -167,14 +216,25 @@ def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS
 
 def parse(parser, argv=None):
     """Parses and checks `argv` (default: the command line), filling in the
-    defaults that depend on other flags; --logdir stays None unless given."""
+    defaults that depend on other flags; --logdir stays None unless given.
+    With --epochs, --train_steps stays None until `set_train_steps`."""
     args = parser.parse_args(argv)
-    for name, default in args.defaults_by_dataset.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default.synthetic if args.dataset == "synthetic"
-                    else default.real)
+    if args.epochs is not None and args.train_steps is not None:
+        raise UsageError("--epochs and --train_steps both set how long to "
+                         "train; give one of them")
+    for name, default in args.defaults_later.items():
+        if getattr(args, name) is not None:
+            continue  # given
+        if name == "train_steps" and args.epochs is not None:
+            continue  # set_train_steps sets it
+        if name == "learning_rate" and getattr(args, "worker_optimizer",
+                                               None) == "adam":
+            default = ADAM_LEARNING_RATE
+        if isinstance(default, ByDataset):
+            default = default.synthetic if args.dataset == "synthetic" else default.real
+        setattr(args, name, default)
     for name in ("train_steps", "batch_size"):
-        if getattr(args, name) <= 0:
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be a positive integer, got "
                              f"{getattr(args, name)}")
     if not 0 < args.learning_rate < math.inf:
@@ -184,22 +244,66 @@ def parse(parser, argv=None):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} must be 0 or more, got "
                              f"{getattr(args, name)}")
+    parameters = parameter_count(args.hidden_layers)
+    if parameters > MAX_PARAMETERS:
+        widths = ",".join(str(width) for width in args.hidden_layers)
+        raise UsageError(f"--hidden_layers {widths} makes "
+                         f"a model of {parameters:,} parameters, more than "
+                         f"{MAX_PARAMETERS:,}; use narrower or fewer layers")
+    if args.train_steps is not None:
+        _fill_step_defaults(args)
+    return args
+
+
+def set_train_steps(args, examples_per_step):
+    """With --epochs, sets --train_steps to the global steps, of
+    `examples_per_step` training examples each (what one global step trains
+    on in the calling script), that add up to --epochs times the training
+    set (rounded up), and fills in the defaults that follow from it. Without
+    --epochs, changes nothing. Returns --train_steps."""
+    if args.epochs is not None:
+        examples = round(args.epochs * training_set_size(args.dataset,
+                                                         args.validation))
+        args.train_steps = max(1, -(-examples // examples_per_step))
+        _fill_step_defaults(args)
+    return args.train_steps
+
+
+def training_set_size(dataset, validation):
+    """The training examples of `dataset` (one of DATASETS), without the
+    ones --validation holds out."""
+    from guide.training.data import VALIDATION_SIZE  # data imports this module
+
+    return TRAINING_SET_SIZES[dataset] - (VALIDATION_SIZE if validation else 0)
+
+
+def parameter_count(hidden_layers):
+    """The parameters of the model with these hidden layers' widths."""
+    from guide.training.data import IMAGE_SIZE, NUM_CLASSES
+
+    widths = [IMAGE_SIZE, *hidden_layers, NUM_CLASSES]
+    return sum((inputs + 1) * outputs for inputs, outputs in zip(widths, widths[1:]))
+
+
+def _fill_step_defaults(args):
     if args.log_every == 0:
         args.log_every = max(1, args.train_steps // 10)
     if args.save_checkpoint_steps == 0:
         args.save_checkpoint_steps = max(1, args.train_steps // 20)
-    return args
 
 
 # The flags that say what a run trained: the settings its result records.
 RUN_SETTINGS = ("dataset", "train_steps", "batch_size", "learning_rate", "seed",
-                "validation")
+                "validation", "hidden_layers", "worker_optimizer", "epochs")
 
 
 def run_settings(args):
-    """{name: value} of the RUN_SETTINGS flags in `args`, as `parse` returned
-    them: what `report.write_result` records of the run."""
-    return {name: getattr(args, name) for name in RUN_SETTINGS}
+    """{name: value} of the RUN_SETTINGS flags in `args`, as `parse` and
+    `set_train_steps` resolved them: what `report.write_result` records of
+    the run. A flag the script does not have (--worker_optimizer), or
+    --epochs not given, is left out."""
+    return {name: getattr(args, name) for name in RUN_SETTINGS
+            if getattr(args, name, None) is not None}
 
 
 def run_main(main):

@@ -277,8 +277,9 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
                  wall_s, *, workers, ps, start_step=0, examples_per_step=None,
                  **extra):
     """Prints the RESULT line, writes `<logdir>/result.json` and the final
-    test figures to TensorBoard. `settings`: the run's {dataset, train_steps,
-    batch_size, learning_rate, seed, validation}; the examples counted are
+    test figures to TensorBoard. `settings`: the run's flags.run_settings
+    (dataset, train_steps, batch_size, ...), each recorded as it is but
+    `validation`, recorded as `evaluated_on`; the examples counted are
     those of the steps after `start_step` (where a resumed run started),
     `examples_per_step` each (default: one minibatch)."""
     write_scalars(logdir, step, {"test_accuracy": test_accuracy,
@@ -291,8 +292,7 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
         "test_loss": round(float(test_loss), 4),
         "wall_s": round(wall_s, 2), "examples": int(examples),
         "examples_per_s": round(examples / wall_s, 1),
-        **{name: settings[name] for name in
-           ("dataset", "train_steps", "batch_size", "learning_rate", "seed")},
+        **{name: value for name, value in settings.items() if name != "validation"},
         **({"evaluated_on": "validation"} if settings["validation"] else {}),
         # Where a resumed run started: its examples are those after it.
         **({"start_step": int(start_step)} if start_step else {}),
