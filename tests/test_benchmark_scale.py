@@ -58,7 +58,9 @@ def test_the_thesis_suite_is_the_grid_its_key_cells_and_downpour():
         for n, window in ((40, 10), (40, 40), (10, 10))}
     assert all("1000,2000,1000" in run["flags"] for run in own)
     downpour = [run for run in suite.runs if "downpour" in run["tables"]]
-    assert sorted(run["workers"] for run in downpour) == [10, 20]
+    assert sorted((run["scheme"], run["workers"], run["window"])
+                  for run in downpour) == [("AGN", 10, 1), ("AGN", 20, 1),
+                                           ("DOWNPOUR", 10, 1), ("DOWNPOUR", 20, 1)]
     assert all(run["examples"] == 5 * 60_000 for run in downpour)
     # The cells that carry the findings run first.
     assert {(run["scheme"], run["workers"], run["window"])
@@ -160,14 +162,19 @@ def test_the_thesis_report_states_each_finding_against_the_figures(tmp_path):
                           train=0.99 if n <= 20 else 0.97)
             for n in range(10, 45, 5) for window in range(10, 45, 5)]
     grid += [thesis_record("grid", "AEASGD", n, 10, 0.98) for n in (10, 40)]
-    grid += [thesis_record("downpour", "DOWNPOUR", 10, 1, 0.97),
-             thesis_record("downpour", "DOWNPOUR", 20, 1, 0.1)]
+    grid += [thesis_record("downpour", "AGN", 10, 1, 0.97),
+             thesis_record("downpour", "AGN", 20, 1, 0.1),
+             thesis_record("downpour", "DOWNPOUR", 10, 1, 0.96),
+             thesis_record("downpour", "DOWNPOUR", 20, 1, 0.95)]
     write(tmp_path, grid)
     rows = {row[0]: row for row in thesis.findings(store.read(str(tmp_path)))}
     downpour = rows["DOWNPOUR converges with n = 10 and diverges with n = 20 "
-                    "(5 epochs, the thesis's model)"]
+                    "(5 epochs, the thesis's model; dist-keras's: AGN at λ = 1)"]
     assert downpour[2] == "n = 10: 97.00%; n = 20: diverged"
     assert downpour[3] == "**reproduces**"
+    assert rows["DOWNPOUR converges with n = 10 and diverges with n = 20 (5 "
+                "epochs, the thesis's model; the DOWNPOUR example, window 1)"][3] \
+        == "**does not reproduce**"
     assert rows["AGN collapses at n = 40 with λ = 10, not with λ = 40 "
                 "(this collection's model)"][3] == "**reproduces**"
     assert rows["AGN collapses at n = 40 with λ = 10, not with λ = 40 "
