@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from guide.training import download
+from guide.training import download, mapped
 from guide.training.flags import UsageError
 
 IMAGE_SIZE = 28 * 28
@@ -60,6 +60,7 @@ READ_CHUNK = 1 << 20
 
 @dataclasses.dataclass
 class Dataset:
+    # Read-only maps of shared files, as load() returns them (mapped.py).
     train_images: np.ndarray  # float32, shape (n, 784), values in [0, 1]
     train_labels: np.ndarray  # int64, shape (n,), values 0-9
     test_images: np.ndarray
@@ -69,8 +70,13 @@ class Dataset:
 def load(name, data_dir=None, seed=0, validation=False):
     """The data set `name` ("synthetic", "mnist" or "fashion_mnist"); with
     `validation`, the test set is the held-out last 5,000 training images,
-    as hyper-parameters are to be chosen."""
-    dataset = real(name, data_dir) if name in REAL_DATASETS else synthetic(seed)
+    as hyper-parameters are to be chosen. Its arrays are read-only maps of
+    files that every task on this machine shares (mapped.py)."""
+    if name in REAL_DATASETS:
+        dataset = real(name, data_dir)
+    else:
+        dataset = mapped.load(mapped.key_of("synthetic", seed),
+                              lambda: synthetic(seed), Dataset)
     return validation_split(dataset) if validation else dataset
 
 
@@ -110,19 +116,19 @@ def synthetic(seed, num_train=20000, num_test=5000, teacher_units=32):
 
 
 def real(name, data_dir=None):
-    """MNIST or Fashion-MNIST, from `data_dir`, the cache or Keras."""
+    """MNIST or Fashion-MNIST, from `data_dir`, the cache or Keras, read
+    once per machine and mapped by every task (mapped.py)."""
     if data_dir:
-        found = _read_folder(name, os.path.expanduser(data_dir))
-        if found is None:
+        paths = _files_in(name, os.path.expanduser(data_dir))
+        if paths is None:
             raise UsageError(f"{TITLE[name]} not found in {data_dir}: put "
                              f"{_expected_files(name)} there, or pass "
                              f"--data_dir with the folder that holds them")
-        return found
-    cache = download.cache_folder()
-    cached = _read_cache(name, cache)
-    if cached is not None:
-        return cached
-    return _download(name, cache)
+    else:
+        cache = download.cache_folder()
+        paths = _files_in_cache(name, cache) or _download(name, cache)
+    return mapped.load(mapped.files_key(name, paths), lambda: _read(paths),
+                       Dataset)
 
 
 def _expected_files(name):
@@ -131,32 +137,40 @@ def _expected_files(name):
         f"the four files {idx}"
 
 
-def _read_folder(name, folder):
-    """The data set in `folder`, or None if its files are not there."""
+def _files_in(name, folder):
+    """The files of the data set in `folder` (MNIST's .npz, else the four
+    IDX files), or None if they are not there."""
     npz_path = os.path.join(folder, MNIST_NPZ)
     if name == "mnist" and os.path.isfile(npz_path):
-        return _read_npz(npz_path)
+        return [npz_path]
     idx_paths = [os.path.join(folder, file) for file in IDX_FILES]
     if all(os.path.isfile(path) for path in idx_paths):
-        return _checked(*((_read_idx(path, kind), path)
-                          for path, kind in zip(idx_paths, KINDS)))
+        return idx_paths
     return None
 
 
-def _read_cache(name, cache):
+def _files_in_cache(name, cache):
     entry = os.path.join(cache, KERAS_CACHE_ENTRY[name])
     if name == "mnist":
-        return _read_npz(entry) if os.path.isfile(entry) else None
-    return _read_folder(name, entry)
+        return [entry] if os.path.isfile(entry) else None
+    return _files_in(name, entry)
+
+
+def _read(paths):
+    """The data set in `paths`, as _files_in found them."""
+    if len(paths) == 1:
+        return _read_npz(paths[0])
+    return _checked(*((_read_idx(path, kind), path)
+                      for path, kind in zip(paths, KINDS)))
 
 
 def _download(name, cache):
-    """Fetches the data set into the cache (see download.py), then reads it."""
+    """Fetches the data set into the cache (see download.py); its files."""
     try:
         download.fetch(name, cache)
     except download.FetchError as error:
         raise UsageError(str(error)) from None
-    return _read_cache(name, cache)
+    return _files_in_cache(name, cache)
 
 
 def _read_npz(path):
