@@ -2,12 +2,14 @@
 and `result.json` at the end."""
 
 import json
+import math
 import os
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from guide.training.data import NUM_CLASSES
 from guide.training.flags import EXIT_TRY_AGAIN, Failure
 from guide.training.monitored import run_without_hooks
 
@@ -237,6 +239,39 @@ def _shown(value):
     return value
 
 
+# A model at most this many times as accurate as chance has diverged.
+DIVERGED_ACCURACY = 1.5 / NUM_CLASSES
+
+
+def diverged(test_loss, test_accuracy):
+    """Whether a trained model has diverged: its test loss is not finite
+    (NaN or infinite, as its parameters then often are), or its test
+    accuracy, as result.json rounds it, is at most 1.5 × chance."""
+    return (not math.isfinite(float(test_loss))
+            or round(float(test_accuracy), 4) <= DIVERGED_ACCURACY)
+
+
+def accuracy_on(accuracy_of, images, labels, chunk=10_000):
+    """The accuracy over all of `images` and `labels`, `chunk` examples at a
+    time (the whole training set at once would take gigabytes):
+    `accuracy_of(images, labels)` is that of one chunk."""
+    correct = 0.0
+    for start in range(0, len(images), chunk):
+        end = min(start + chunk, len(images))
+        correct += float(accuracy_of(images[start:end], labels[start:end])) * (
+            end - start)
+    return correct / max(len(images), 1)
+
+
+def eager_train_accuracy(mlp, dataset):
+    """In an eager program: the accuracy of `mlp` (a `model.MLP`) on all of
+    `dataset`'s training set."""
+    return accuracy_on(
+        lambda images, labels: np.mean(
+            np.argmax(mlp.logits(images).numpy(), axis=1) == labels),
+        dataset.train_images, dataset.train_labels)
+
+
 class StepsLost(Failure):
     """The model to report is short of --train_steps after training ended
     (for instance, a ps restored an older checkpoint): a restarted chief
@@ -247,13 +282,13 @@ class StepsLost(Failure):
 
 def evaluate_and_write(session, logdir, settings, algorithm, classifier,
                        dataset, global_step, wall_s, train_back=True, **fields):
-    """The chief's last act: evaluates `classifier` on `dataset`'s test set,
-    then `write_result`. If the model is short of --train_steps, a ps lost
-    since training stopped at them took the steps after its last checkpoint
-    with it: then raises StepsLost, reporting nothing, so that a restarted
-    chief trains them again; or, with `train_back` False (a synchronous
-    scheme, whose chief cannot train alone), reports the model with
-    `steps_lost` and why."""
+    """The chief's last act: evaluates `classifier` on `dataset`'s test set
+    and on its whole training set, then `write_result`. If the model is
+    short of --train_steps, a ps lost since training stopped at them took
+    the steps after its last checkpoint with it: then raises StepsLost,
+    reporting nothing, so that a restarted chief trains them again; or,
+    with `train_back` False (a synchronous scheme, whose chief cannot train
+    alone), reports the model with `steps_lost` and why."""
     test_loss, test_accuracy, step = run_without_hooks(
         session, [classifier.loss, classifier.accuracy, global_step],
         classifier.feed(dataset.test_images, dataset.test_labels))
@@ -269,22 +304,35 @@ def evaluate_and_write(session, logdir, settings, algorithm, classifier,
         print(f"{why}; the other workers have stopped, so it is reported as "
               f"it is", flush=True)
         fields.update(steps_lost=lost, steps_lost_why=why)
+    train_accuracy = accuracy_on(
+        lambda images, labels: run_without_hooks(
+            session, classifier.accuracy, classifier.feed(images, labels)),
+        dataset.train_images, dataset.train_labels)
     return write_result(logdir, settings, algorithm, step, test_loss,
-                        test_accuracy, wall_s, **fields)
+                        test_accuracy, wall_s, train_accuracy=train_accuracy,
+                        **fields)
 
 
 def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
-                 wall_s, *, workers, ps, start_step=0, examples_per_step=None,
-                 **extra):
+                 wall_s, *, workers, ps, train_accuracy=None, start_step=0,
+                 examples_per_step=None, **extra):
     """Prints the RESULT line, writes `<logdir>/result.json` and the final
     test figures to TensorBoard. `settings`: the run's flags.run_settings
     (dataset, train_steps, batch_size, ...), each recorded as it is but
-    `validation`, recorded as `evaluated_on`; the examples counted are
-    those of the steps after `start_step` (where a resumed run started),
-    `examples_per_step` each (default: one minibatch)."""
+    `validation`, recorded as `evaluated_on`; `train_accuracy`: the final
+    model's on the whole training set it trained on; the examples counted
+    are those of the steps after `start_step` (where a resumed run
+    started), `examples_per_step` each (default: one minibatch). A model
+    that diverged (`diverged`) is a result too, with `diverged` true."""
     write_scalars(logdir, step, {"test_accuracy": test_accuracy,
                                  "test_loss": test_loss})
     examples = (step - start_step) * (examples_per_step or settings["batch_size"])
+    went_wrong = diverged(test_loss, test_accuracy)
+    if went_wrong:
+        print(f"the model diverged: test loss {float(test_loss):.4g}, test "
+              f"accuracy {float(test_accuracy):.4f} (chance is "
+              f"{1 / NUM_CLASSES:.2f}); a smaller --learning_rate may train it",
+              flush=True)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
         "global_step": int(step),
@@ -292,6 +340,9 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
         "test_loss": round(float(test_loss), 4),
         "wall_s": round(wall_s, 2), "examples": int(examples),
         "examples_per_s": round(examples / wall_s, 1),
+        "train_accuracy": (None if train_accuracy is None
+                           else round(float(train_accuracy), 4)),
+        "diverged": went_wrong,
         **{name: value for name, value in settings.items() if name != "validation"},
         **({"evaluated_on": "validation"} if settings["validation"] else {}),
         # Where a resumed run started: its examples are those after it.
@@ -302,7 +353,9 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
 
 def publish_result(logdir, fields):
     """Writes `fields` to `<logdir>/result.json` and prints them as the
-    RESULT line; also for a result that another machine measured."""
+    RESULT line; also for a result that another machine measured. A loss
+    that is not finite is written as JSON's NaN or Infinity, which Python's
+    json reads back."""
     os.makedirs(logdir, exist_ok=True)
     with open(os.path.join(logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
