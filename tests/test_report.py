@@ -141,3 +141,17 @@ def test_a_diverged_model_is_a_result(tmp_path, capsys, test_loss,
     output = capsys.readouterr().out
     assert f" diverged={diverged} " in output
     assert ("the model diverged" in output) is diverged
+
+
+def test_the_result_line_shows_the_staleness_briefly(tmp_path, capsys):
+    """result.json keeps the whole `staleness_in_commits`; the RESULT line
+    shows its overall mean, p95 and max."""
+    from guide.distributed import counters
+    from guide.training import report
+    staleness = counters.staleness_fields(*counters.staleness_counts(
+        [0, 1, 1, 0], [0, 3, 1, 1], 2, 256))
+    report.publish_result(str(tmp_path), {"algorithm": "hogwild",
+                                           "staleness_in_commits": staleness})
+    assert capsys.readouterr().out == (
+        "RESULT algorithm=hogwild staleness_in_commits=mean:1.25,p95:3,max:3\n")
+    assert read_result(tmp_path)["staleness_in_commits"] == staleness

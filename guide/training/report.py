@@ -5,6 +5,7 @@ import json
 import math
 import os
 import time
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +24,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     is how many a hooked `session.run` stands for (a communication window).
     Given a `summary_dir`, writes `loss`, `examples_per_sec` and the scalars
     of each of `summaries` to TensorBoard: objects with `fetches` and a
-    `scalars(values)` that returns `{tag: value}`, e.g. `counters.CommitLog`.
+    `scalars(values)` that returns `{tag: value}` (a value may be a
+    `Histogram`), e.g. `counters.CommitLog`.
     """
 
     def __init__(self, global_step, loss, every_n_steps, examples_per_step,
@@ -98,6 +100,36 @@ def record_progress(logdir, step):
                                  "time": round(time.monotonic(), 4)}) + "\n")
 
 
+class Histogram(NamedTuple):
+    """A histogram of the integers 0, 1, ... for TensorBoard's histograms
+    dashboard: `counts[i]` of them were i, the last bucket also counting
+    larger ones, of which `largest` is the largest."""
+
+    counts: np.ndarray
+    largest: int
+
+    def proto(self):
+        """The HistogramProto, through its last non-empty bucket: bucket i
+        spans i ± 0.5 (TensorBoard takes the outer edges of the first and
+        last non-empty ones from min and max)."""
+        counts = np.asarray(self.counts, np.float64)
+        seen = np.flatnonzero(counts)
+        if not len(seen):
+            return tf.compat.v1.HistogramProto()
+        counts = counts[:seen[-1] + 1]
+        values = np.arange(len(counts), dtype=np.float64)
+        return tf.compat.v1.HistogramProto(
+            min=seen[0] - 0.5, max=self.largest + 0.5, num=counts.sum(),
+            sum=values @ counts, sum_squares=(values * values) @ counts,
+            bucket_limit=(values + 0.5).tolist(), bucket=counts.tolist())
+
+
+def _summary_value(tag, value):
+    if isinstance(value, Histogram):
+        return tf.compat.v1.Summary.Value(tag=tag, histo=value.proto())
+    return tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+
+
 # Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
 # dashboard (tf.summary.scalar would need TensorBoard at run time).
 _SCALAR = tf.compat.v1.SummaryMetadata(
@@ -107,12 +139,14 @@ _eager_writers = {}
 
 def write_scalars(logdir, step, scalars):
     """Writes `{tag: value}` at global step `step` to TensorBoard's event file
-    in `logdir`, and flushes it, so that no exit path loses it."""
+    in `logdir`, and flushes it, so that no exit path loses it. A
+    `Histogram` value goes to the histograms dashboard, the others to the
+    scalars dashboard."""
     if not tf.executing_eagerly():
         writer = tf.compat.v1.summary.FileWriterCache.get(logdir)
         writer.add_summary(tf.compat.v1.Summary(value=[
-            tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
-            for tag, value in scalars.items()]), int(step))
+            _summary_value(tag, value) for tag, value in scalars.items()]),
+            int(step))
         writer.flush()
         return
     # An eager program (Parameter-Server-Strategy) cannot use a v1 FileWriter.
@@ -121,7 +155,13 @@ def write_scalars(logdir, step, scalars):
     writer = _eager_writers[logdir]
     with writer.as_default():
         for tag, value in scalars.items():
-            tf.summary.write(tag, float(value), step=int(step), metadata=_SCALAR)
+            if isinstance(value, Histogram):
+                tf.summary.experimental.write_raw_pb(
+                    tf.compat.v1.Summary(value=[_summary_value(tag, value)])
+                    .SerializeToString(), step=int(step))
+            else:
+                tf.summary.write(tag, float(value), step=int(step),
+                                 metadata=_SCALAR)
     writer.flush()
 
 
@@ -233,9 +273,14 @@ def save_local_copy(session, variables, logdir):
 
 
 def _shown(value):
-    """A value as the RESULT line shows it: lists comma-joined, no spaces."""
+    """A value as the RESULT line shows it: lists comma-joined, no spaces; a
+    staleness summary (`counters.staleness_fields`) by its overall mean,
+    p95 and max, e.g. `mean:6.93,p95:12,max:31`."""
     if isinstance(value, (list, tuple)):
         return ",".join(str(item) for item in value)
+    if isinstance(value, dict) and "overall" in value:
+        return ",".join(f"{name}:{value['overall'].get(name)}"
+                        for name in ("mean", "p95", "max"))
     return value
 
 
