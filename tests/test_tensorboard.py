@@ -67,9 +67,11 @@ def test_every_readme_lists_the_common_tags(folder):
 
 
 @pytest.mark.parametrize("folder, tags", [
-    ("DOWNPOUR", {"staleness", "commits/worker_<i>"}),
-    ("Dynamic-SGD", {"staleness", "commits/worker_<i>"}),
-    ("AEASGD", {"staleness", "commits/worker_<i>", "elastic_distance"}),
+    ("Hogwild", {"staleness_in_commits"}),
+    ("DOWNPOUR", {"staleness", "staleness_in_commits", "commits/worker_<i>"}),
+    ("Dynamic-SGD", {"staleness", "staleness_in_commits", "commits/worker_<i>"}),
+    ("AEASGD", {"staleness", "staleness_in_commits", "commits/worker_<i>",
+                "elastic_distance"}),
     ("AEAMSGD", {"elastic_distance"}),
     ("Synchronous-SGD", {"gradients_dropped"}),
     ("SAGN", {"gradients_dropped"}),
