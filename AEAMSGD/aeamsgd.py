@@ -151,7 +151,7 @@ def main():
             *[central_variable.assign_add(difference)
               for central_variable, difference in zip(central.variables, elastic)])
         # Distributed: advance the global step by T once the exchange is applied.
-        counted = commit_log.record_commit(global_step)
+        counted = commit_log.record_commit(global_step, applied)
         with tf.control_dependencies([applied, counted]):
             exchange = global_step.assign_add(window).op
         # Distributed: note the step after the exchange, for the next staleness.

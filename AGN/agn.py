@@ -125,7 +125,7 @@ def main():
             *[central_variable.assign_add(update / window)
               for central_variable, update in zip(central.variables, accumulated)])
         # Distributed: advance the global step by T once the commit is applied.
-        counted = commit_log.record_commit(global_step)
+        counted = commit_log.record_commit(global_step, applied)
         with tf.control_dependencies([applied, counted]):
             commit = global_step.assign_add(window).op
         # Distributed: pull θ ← θ̃, reset a ← 0, and note the step for staleness.

@@ -114,7 +114,7 @@ def main():
             *[central_variable.assign_sub(args.learning_rate * total)
               for central_variable, total in zip(central.variables, gradient_sum)])
         # Distributed: advance the global step by T once the commit is applied.
-        counted = commit_log.record_commit(global_step)
+        counted = commit_log.record_commit(global_step, applied)
         with tf.control_dependencies([applied, counted]):
             commit = global_step.assign_add(window).op
         # Distributed: pull θ ← θ̃, reset Σ g ← 0, and note the step for staleness.

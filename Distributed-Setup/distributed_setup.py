@@ -44,8 +44,8 @@ def main():
     # seconds, and --help or a mistyped flag should answer at once.
     import tensorflow as tf
 
-    # Distributed: an evaluator task's loop, and the chief's restart logic.
-    from guide.distributed import evaluator, recovery
+    # Distributed: an evaluator task's loop, the chief's restart logic, staleness.
+    from guide.distributed import counters, evaluator, recovery
     from guide.training import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -114,6 +114,11 @@ def main():
     for gradient, variable in gradients:
         print(f"{variable.op.name:15} lives on {variable.device}; its gradient "
               f"is computed on {gradient.device}", flush=True)
+    # Distributed: count each step's staleness on the ps, the commits that
+    # landed between its read of the parameters and its update.
+    with tf.compat.v1.device(device_setter):
+        staleness = counters.StalenessHistogram(task)
+        train_op = staleness.count_steps(train_op, classifier.loss)
 
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises the ps's variables, or resumes them.
@@ -128,12 +133,13 @@ def main():
             model_ready = tf.compat.v1.report_uninitialized_variables(
                 tf.compat.v1.global_variables())
         scaffold = tf.compat.v1.train.Scaffold(ready_for_local_init_op=model_ready)
-    # Distributed: only the chief writes summaries.
+    # Distributed: only the chief writes summaries, the staleness among them.
     summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=summary_dir)]
+                                 summary_dir=summary_dir,
+                                 summaries=[staleness])]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
@@ -165,12 +171,13 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates and writes the result.
+        # Distributed: only the chief evaluates and writes the result, staleness too.
         if task.is_chief:
             report.evaluate_and_write(
                 session, logdir, flags.run_settings(args), "distributed-setup",
                 classifier, dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, start_step=chief.start_step)
+                ps=task.num_ps, start_step=chief.start_step,
+                **staleness.results(session))
     # Distributed: the chief says it has finished; the others wait until it has.
     if task.is_chief and task.num_workers > 1:
         run_alone(lambda: signal("chief_finished").enqueue(0))

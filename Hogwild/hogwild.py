@@ -39,7 +39,7 @@ def main():
     import tensorflow as tf
 
     # Distributed: the helpers that start, stop, place and restore the tasks.
-    from guide.distributed import evaluator, placement, protocol, recovery
+    from guide.distributed import counters, evaluator, placement, protocol, recovery
     from guide.training import model, report
 
     tf.compat.v1.disable_eager_execution()  # the graph APIs below need it
@@ -81,6 +81,12 @@ def main():
             args.learning_rate, use_locking=False)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
+    # Distributed: count each step's staleness on the ps, the commits that
+    # landed between its read of the parameters and its update.
+    with tf.compat.v1.device(device_setter):
+        staleness = counters.StalenessHistogram(task)
+        train_op = staleness.count_steps(train_op, classifier.loss)
+
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or restores the ps; the others wait for it.
     if task.is_chief:
@@ -89,12 +95,13 @@ def main():
         scaffold = chief.scaffold
     else:
         scaffold = recovery.scaffold_waiting_for_chief(task)
-    # Distributed: only the chief writes summaries.
+    # Distributed: only the chief writes summaries, the staleness among them.
     summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=summary_dir)]
+                                 summary_dir=summary_dir,
+                                 summaries=[staleness])]
     # Distributed: only the chief tracks test accuracy, with --eval_every.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
@@ -121,12 +128,13 @@ def main():
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and names the cluster in its result.
+        # Distributed: only the chief evaluates, and reports the cluster and staleness.
         if task.is_chief:
             report.evaluate_and_write(
                 session, logdir, flags.run_settings(args), "hogwild", classifier,
                 dataset, global_step, wall_s, workers=task.num_workers,
-                ps=task.num_ps, start_step=chief.start_step)
+                ps=task.num_ps, start_step=chief.start_step,
+                **staleness.results(session))
     # Distributed: tell every ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

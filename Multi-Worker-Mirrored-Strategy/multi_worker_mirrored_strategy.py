@@ -203,7 +203,8 @@ def main():
         report.write_result(
             logdir, flags.run_settings(args), "multi-worker-mirrored-strategy",
             step, test_loss, test_accuracy, wall_s, workers=task.num_workers, ps=0,
-            start_step=start_step, examples_per_step=global_batch)
+            start_step=start_step, examples_per_step=global_batch,
+            train_accuracy=report.eager_train_accuracy(mlp, dataset))
 
 
 if __name__ == "__main__":

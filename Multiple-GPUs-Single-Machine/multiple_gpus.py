@@ -64,8 +64,8 @@ def between_graph(args, logdir, gpus):
     train as a worker on its own GPU."""
     import tensorflow as tf
 
-    # Distributed: import the cluster protocol and recovery helpers.
-    from guide.distributed import evaluator, placement, protocol, recovery
+    # Distributed: import the cluster protocol, recovery and staleness helpers.
+    from guide.distributed import counters, evaluator, placement, protocol, recovery
     from guide.training import model, report
 
     # Distributed: find this task's place in the cluster (TF_CONFIG or flags).
@@ -113,6 +113,12 @@ def between_graph(args, logdir, gpus):
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train_op = optimizer.minimize(classifier.loss, global_step=global_step)
 
+    # Distributed: count each step's staleness on the ps, the commits that
+    # landed between its read of the parameters and its update.
+    with tf.compat.v1.device(device_setter):
+        staleness = counters.StalenessHistogram(task)
+        train_op = staleness.count_steps(train_op, classifier.loss)
+
     # --- Train: the chief initialises (or resumes), the others wait for it ---
     # Distributed: the chief initialises or resumes the model; the others wait.
     if task.is_chief:
@@ -121,12 +127,13 @@ def between_graph(args, logdir, gpus):
         scaffold = chief.scaffold
     else:
         scaffold = recovery.scaffold_waiting_for_chief(task)
-    # Distributed: only the chief writes summaries.
+    # Distributed: only the chief writes summaries, the staleness among them.
     summary_dir = logdir if task.is_chief else None
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=args.train_steps),
              report.ProgressHook(global_step, classifier.loss, args.log_every,
                                  examples_per_step=args.batch_size,
-                                 summary_dir=summary_dir)]
+                                 summary_dir=summary_dir,
+                                 summaries=[staleness])]
     # Distributed: only the chief tracks test accuracy as training goes.
     if task.is_chief:
         hooks.append(report.AccuracyCurveHook(
@@ -153,14 +160,14 @@ def between_graph(args, logdir, gpus):
         wall_s = time.perf_counter() - start
 
         # --- Evaluate and report (the chief only) ---
-        # Distributed: only the chief evaluates, and reports the device it computed on.
+        # Distributed: only the chief evaluates; it reports its device and staleness.
         if task.is_chief:
             report.evaluate_and_write(
                 session, logdir, flags.run_settings(args),
                 "multiple-gpus-single-machine", classifier, dataset, global_step,
                 wall_s, workers=task.num_workers, ps=task.num_ps,
                 start_step=chief.start_step, mode="between_graph",
-                devices=[device.rsplit("/", 1)[-1]])
+                devices=[device.rsplit("/", 1)[-1]], **staleness.results(session))
     # Distributed: tell the ps this worker is done, so that it can exit.
     protocol.signal_done(server, task)
 

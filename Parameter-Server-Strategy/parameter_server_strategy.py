@@ -188,7 +188,8 @@ def coordinate(args, logdir, resolver, dataset, task):
     report.write_result(
         logdir, flags.run_settings(args), "parameter-server-strategy",
         int(global_step.numpy()), test_loss, test_accuracy, wall_s,
-        workers=task.num_workers, ps=task.num_ps)
+        workers=task.num_workers, ps=task.num_ps,
+        train_accuracy=report.eager_train_accuracy(mlp, dataset))
 
 
 if __name__ == "__main__":

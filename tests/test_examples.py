@@ -19,6 +19,7 @@ from conftest import (
 )
 from guide import examples
 from test_data import fake_mnist, write_idx_fixture
+from test_staleness import check_reported
 from test_tensorboard import check_tensorboard_tags
 
 STEPS = "200"
@@ -47,6 +48,7 @@ def check_result(result, workers, ps, steps=int(STEPS), min_accuracy=0.5,
     assert result["wall_s"] > 0 and result["examples_per_s"] > 0
     assert result["examples"] == pytest.approx(
         result["examples_per_s"] * result["wall_s"], rel=0.01)
+    check_reported(result)
     if "mean_staleness" in result:
         # Asynchronous commits: every worker committed, and each commit
         # moved the global step by one window of minibatches.

@@ -122,6 +122,9 @@ def test_central_parameters_follow_the_update_rule(folder, run_dir):
     outcome = read_result(logdir)
     assert (outcome["global_step"], outcome["commits"]) == (steps, [WINDOWS])
     assert outcome["mean_staleness"] == 0  # nobody else commits in between
+    assert outcome["staleness_in_commits"]["per_worker"] == [
+        {"commits": WINDOWS, "mean": 0.0, "p50": 0, "p95": 0, "max": 0,
+         "histogram": {"0": WINDOWS}}]
 
     initial = checkpoint(logdir, 0)
     final = checkpoint(logdir, steps)
@@ -322,6 +325,17 @@ def test_dynamic_sgd_scales_each_commit_by_its_staleness(run_dir):
     scales = [1 / (commit["staleness"] + 1) for commit in commits]
     assert outcome["mean_commit_scale"] == pytest.approx(
         sum(scales) / len(scales), abs=5e-4)
+    # The histogram of τ is the record's, counted the way the other schemes'
+    # ps counts it.
+    taus = [commit["staleness"] for commit in commits]
+    in_commits = outcome["staleness_in_commits"]
+    assert in_commits["overall"]["commits"] == len(commits)
+    assert in_commits["overall"]["mean"] == round(np.mean(taus), 2)
+    assert in_commits["overall"]["histogram"] == {
+        str(tau): taus.count(tau) for tau in sorted(set(taus))}
+    for worker, summary in enumerate(in_commits["per_worker"]):
+        assert summary["max"] == max(commit["staleness"] for commit in commits
+                                     if commit["worker"] == worker)
     initial = checkpoint(logdir, 0)
     central = checkpoint(logdir, outcome["global_step"])
     local = local_copy(logdir)

@@ -1,5 +1,8 @@
 """What the chief reports at the end of a run."""
 
+import math
+
+import numpy as np
 import pytest
 
 from conftest import read_result
@@ -22,7 +25,8 @@ def test_a_model_that_went_back_after_training_is_not_reported(tmp_path):
         def feed(self, images, labels):
             return {}
 
-    dataset = type("Dataset", (), {"test_images": None, "test_labels": None})
+    dataset = type("Dataset", (), {"test_images": None, "test_labels": None,
+                                   "train_images": [0] * 3, "train_labels": [0] * 3})
     settings = dict(dataset="synthetic", train_steps=3000, batch_size=100,
                     learning_rate=0.2, seed=0, validation=False)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
@@ -69,3 +73,85 @@ def test_a_result_records_the_flags_that_say_what_the_run_trained(tmp_path):
         "dataset": "mnist", "train_steps": 60, "batch_size": 50,
         "learning_rate": 0.1, "seed": 3, "evaluated_on": "validation"}
     assert fields["examples"] == 60 * 50
+
+
+class Classifier:
+    """What evaluate_and_write reads of a classifier, in a graph of its own:
+    its loss and its accuracy on each feed, the images given being the
+    number of examples right (test set) or a slice of the training set."""
+
+    def __init__(self, test_loss, test_accuracy):
+        import tensorflow as tf
+        self.images = tf.compat.v1.placeholder(tf.float32, [None])
+        self.loss = tf.constant(test_loss)
+        self.accuracy = tf.reduce_mean(self.images)
+        self._test_accuracy = test_accuracy
+
+    def feed(self, images, labels):
+        if images is None:  # the test set
+            return {self.images: [self._test_accuracy]}
+        return {self.images: images}
+
+
+def evaluate(tmp_path, test_loss, test_accuracy, train_images):
+    import tensorflow as tf
+
+    from guide.training import report
+    dataset = type("Dataset", (), {"test_images": None, "test_labels": None,
+                                   "train_images": train_images,
+                                   "train_labels": np.zeros(len(train_images))})
+    settings = dict(dataset="synthetic", train_steps=30, batch_size=100,
+                    learning_rate=0.2, seed=0, validation=False)
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        classifier = Classifier(test_loss, test_accuracy)
+        return report.evaluate_and_write(
+            session, str(tmp_path), settings, "hogwild", classifier, dataset,
+            tf.constant(30, tf.int64), 1.0, workers=2, ps=1)
+
+
+def test_train_accuracy_is_over_the_whole_training_set(tmp_path):
+    """Measured in chunks of 10,000 examples, weighted by their size: 25,000
+    examples of which the first 10,000 are right, then none, then half."""
+    train = np.concatenate([np.ones(10_000), np.zeros(10_000),
+                            np.tile([0.0, 1.0], 2_500)]).astype(np.float32)
+    fields = evaluate(tmp_path, 0.3, 0.9, train)
+    assert fields["train_accuracy"] == (10_000 + 2_500) / 25_000
+    assert fields["test_accuracy"] == pytest.approx(0.9)
+    assert fields["diverged"] is False
+    assert read_result(tmp_path) == fields
+
+
+@pytest.mark.parametrize("test_loss, test_accuracy, diverged", [
+    (math.nan, 0.098, True),    # parameters gone NaN: argmax at one class
+    (math.inf, 0.5, True),      # the loss alone is enough
+    (24.0, 0.15, True),         # stuck at 1.5 × chance, the loss finite
+    (2.2, 0.16, False),         # a poor model, but not at chance
+])
+def test_a_diverged_model_is_a_result(tmp_path, capsys, test_loss,
+                                      test_accuracy, diverged):
+    """A run whose loss is not finite, or whose model is no better than 1.5 ×
+    chance, still writes result.json, with `diverged` true, and says so."""
+    fields = evaluate(tmp_path, test_loss, test_accuracy,
+                      np.zeros(100, np.float32))
+    outcome = read_result(tmp_path)
+    assert outcome["diverged"] is fields["diverged"] is diverged
+    assert outcome["train_accuracy"] == 0.0
+    if math.isnan(test_loss):
+        assert math.isnan(outcome["test_loss"])
+    output = capsys.readouterr().out
+    assert f" diverged={diverged} " in output
+    assert ("the model diverged" in output) is diverged
+
+
+def test_the_result_line_shows_the_staleness_briefly(tmp_path, capsys):
+    """result.json keeps the whole `staleness_in_commits`; the RESULT line
+    shows its overall mean, p95 and max."""
+    from guide.distributed import counters
+    from guide.training import report
+    staleness = counters.staleness_fields(*counters.staleness_counts(
+        [0, 1, 1, 0], [0, 3, 1, 1], 2, 256))
+    report.publish_result(str(tmp_path), {"algorithm": "hogwild",
+                                           "staleness_in_commits": staleness})
+    assert capsys.readouterr().out == (
+        "RESULT algorithm=hogwild staleness_in_commits=mean:1.25,p95:3,max:3\n")
+    assert read_result(tmp_path)["staleness_in_commits"] == staleness

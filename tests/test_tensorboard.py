@@ -36,16 +36,16 @@ def readme_tags(folder):
 
 
 def event_tags(logdir):
-    """Every scalar tag in the event files of `logdir`, read with
-    TensorBoard's EventAccumulator (an eager `tf.summary.write` lands among
-    its tensors)."""
+    """Every scalar and histogram tag in the event files of `logdir`, read
+    with TensorBoard's EventAccumulator (an eager `tf.summary.write` lands
+    among its tensors)."""
     from tensorboard.backend.event_processing.event_accumulator import (
         EventAccumulator,
     )
     events = EventAccumulator(str(logdir))
     events.Reload()
     tags = events.Tags()
-    return set(tags["scalars"]) | set(tags["tensors"])
+    return set(tags["scalars"]) | set(tags["tensors"]) | set(tags["histograms"])
 
 
 def check_tensorboard_tags(logdir, folder, workers):
@@ -67,9 +67,11 @@ def test_every_readme_lists_the_common_tags(folder):
 
 
 @pytest.mark.parametrize("folder, tags", [
-    ("DOWNPOUR", {"staleness", "commits/worker_<i>"}),
-    ("Dynamic-SGD", {"staleness", "commits/worker_<i>"}),
-    ("AEASGD", {"staleness", "commits/worker_<i>", "elastic_distance"}),
+    ("Hogwild", {"staleness_in_commits"}),
+    ("DOWNPOUR", {"staleness", "staleness_in_commits", "commits/worker_<i>"}),
+    ("Dynamic-SGD", {"staleness", "staleness_in_commits", "commits/worker_<i>"}),
+    ("AEASGD", {"staleness", "staleness_in_commits", "commits/worker_<i>",
+                "elastic_distance"}),
     ("AEAMSGD", {"elastic_distance"}),
     ("Synchronous-SGD", {"gradients_dropped"}),
     ("SAGN", {"gradients_dropped"}),
@@ -89,23 +91,88 @@ def test_commit_log_staleness_is_per_interval():
     from guide.distributed import counters
     with tf.Graph().as_default():
         log = counters.CommitLog(SimpleNamespace(task_index=0, num_workers=2))
-    first = log.scalars([np.array([2, 1]), np.array([0, 6])])
+    buckets = log.in_commits.buckets
+    in_commits = np.zeros([2, buckets], np.int64)
+    in_commits[0, 0], in_commits[1, 1] = 2, 1
+    maxima = np.array([0, 1])
+    first = log.scalars([np.array([2, 1]), np.array([0, 6]), [in_commits, maxima]])
+    histogram = first.pop("staleness_in_commits")
     assert first == {"commits/worker_0": 2, "commits/worker_1": 1,
                      "staleness": 2.0}
+    assert list(histogram.counts[:3]) == [2, 1, 0] and histogram.largest == 1
     # No commit since: no staleness point, the counts again.
-    assert log.scalars([np.array([2, 1]), np.array([0, 6])]) == {
+    assert log.scalars([np.array([2, 1]), np.array([0, 6]),
+                        [in_commits, maxima]]) == {
         "commits/worker_0": 2, "commits/worker_1": 1}
-    assert log.scalars([np.array([3, 2]), np.array([4, 6])])["staleness"] == 2.0
+    # One more commit each, one of them past the last bucket: the interval's
+    # histogram has those two only, and its largest is the exact maximum.
+    in_commits = in_commits.copy()
+    in_commits[0, 3] += 1
+    in_commits[1, buckets - 1] += 1
+    later = log.scalars([np.array([3, 2]), np.array([4, 6]),
+                         [in_commits, np.array([3, buckets + 40])]])
+    assert later["staleness"] == 2.0
+    since = later["staleness_in_commits"]
+    assert np.flatnonzero(since.counts).tolist() == [3, buckets - 1]
+    assert since.largest == buckets + 40
 
 
-def test_commit_record_counts_staleness_in_minibatches():
+def test_commit_record_counts_staleness_in_minibatches_and_commits():
     from guide.distributed import counters
     record = counters.CommitRecord(None, None, None, num_workers=2,
-                                 steps_per_commit=4)
+                                   steps_per_commit=4)
     workers, staleness = np.array([0, 1, 0, 0, 0]), np.array([0, 1, 1, 0, 0])
-    assert record.scalars([3, workers, staleness]) == {
+    first = record.scalars([3, workers, staleness])
+    histogram = first.pop("staleness_in_commits")
+    assert first == {
         "commits/worker_0": 2, "commits/worker_1": 1, "staleness": 8 / 3}
-    assert record.scalars([4, workers, staleness])["staleness"] == 0.0
+    assert list(histogram.counts[:3]) == [1, 2, 0] and histogram.largest == 1
+    later = record.scalars([4, workers, staleness])
+    assert later["staleness"] == 0.0
+    assert list(later["staleness_in_commits"].counts[:2]) == [1, 0]
+
+
+def test_a_histogram_shows_in_tensorboards_histograms_dashboard(tmp_path):
+    """`write_scalars` writes a `Histogram` as a histogram summary, which
+    TensorBoard's reader lists among the histograms and its histograms
+    dashboard turns into buckets, one per τ, of the counts given."""
+    from tensorboard import data_compat
+    from tensorboard.backend.event_processing.event_accumulator import (
+        EventAccumulator,
+    )
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.util import tensor_util
+
+    from guide.training import report
+    counts = np.zeros(256, np.int64)
+    counts[[1, 2, 4, 255]] = [3, 5, 1, 2]  # two past the last bucket
+    report.write_scalars(str(tmp_path), 7, {
+        "loss": 0.5, "staleness_in_commits": report.Histogram(counts, 300)})
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    # (This test runs eagerly: the scalar lands among the tensors.)
+    assert events.Tags()["histograms"] == ["staleness_in_commits"]
+    assert events.Tags()["tensors"] == ["loss"]
+    (event,) = events.Histograms("staleness_in_commits")
+    assert event.step == 7 and event.histogram_value.num == 11
+    # What the dashboard plots: [left, right, count] per bucket, the empty
+    # ones at either end dropped, the outer edges from min and max.
+    value = Summary.Value(tag="staleness_in_commits")
+    value.histo.CopyFrom(event_histogram_proto(event.histogram_value))
+    migrated = data_compat.migrate_value(value)
+    assert migrated.metadata.plugin_data.plugin_name == "histograms"
+    buckets = tensor_util.make_ndarray(migrated.tensor)
+    assert buckets[:, 2].tolist() == counts[1:].tolist()
+    assert buckets[0, 0] == 0.5 and buckets[-1, 1] == 300.5
+    assert buckets[1].tolist() == [1.5, 2.5, 5]  # τ = 2: 2 ± 0.5, 5 commits
+
+
+def event_histogram_proto(value):
+    """A HistogramProto again, from EventAccumulator's HistogramValue."""
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto
+    return HistogramProto(min=value.min, max=value.max, num=value.num,
+                          sum=value.sum, sum_squares=value.sum_squares,
+                          bucket_limit=value.bucket_limit, bucket=value.bucket)
 
 
 def test_dropped_gradients_per_step():

@@ -127,7 +127,7 @@ def test_a_run_with_no_progress_line_gets_its_timeline_but_no_bytes(run_dir):
                   "--train_steps", "20", "--log_every", "1000", "--logdir",
                   str(logdir)], timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128$",
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128( |$)",
                      result.stdout, re.MULTILINE)
     launch = read_launch(logdir)
     assert "network" not in launch and "network" not in read_result(logdir)
@@ -141,7 +141,7 @@ def test_the_host_network_is_not_measured(run_dir):
                   "host", "--train_steps", "40", "--logdir", str(logdir)],
                  timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128$",
+    assert re.search(r"^\[worker:0\] RESULT .* seed=0 hidden_layers=128( |$)",
                      result.stdout, re.MULTILINE)
     assert "network" not in read_launch(logdir)
     assert "network" not in read_result(logdir)

@@ -2,12 +2,15 @@
 and `result.json` at the end."""
 
 import json
+import math
 import os
 import time
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from guide.training.data import NUM_CLASSES
 from guide.training.flags import EXIT_TRY_AGAIN, Failure
 from guide.training.monitored import run_without_hooks
 
@@ -21,7 +24,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     is how many a hooked `session.run` stands for (a communication window).
     Given a `summary_dir`, writes `loss`, `examples_per_sec` and the scalars
     of each of `summaries` to TensorBoard: objects with `fetches` and a
-    `scalars(values)` that returns `{tag: value}`, e.g. `counters.CommitLog`.
+    `scalars(values)` that returns `{tag: value}` (a value may be a
+    `Histogram`), e.g. `counters.CommitLog`.
     """
 
     def __init__(self, global_step, loss, every_n_steps, examples_per_step,
@@ -96,6 +100,36 @@ def record_progress(logdir, step):
                                  "time": round(time.monotonic(), 4)}) + "\n")
 
 
+class Histogram(NamedTuple):
+    """A histogram of the integers 0, 1, ... for TensorBoard's histograms
+    dashboard: `counts[i]` of them were i, the last bucket also counting
+    larger ones, of which `largest` is the largest."""
+
+    counts: np.ndarray
+    largest: int
+
+    def proto(self):
+        """The HistogramProto, through its last non-empty bucket: bucket i
+        spans i ± 0.5 (TensorBoard takes the outer edges of the first and
+        last non-empty ones from min and max)."""
+        counts = np.asarray(self.counts, np.float64)
+        seen = np.flatnonzero(counts)
+        if not len(seen):
+            return tf.compat.v1.HistogramProto()
+        counts = counts[:seen[-1] + 1]
+        values = np.arange(len(counts), dtype=np.float64)
+        return tf.compat.v1.HistogramProto(
+            min=seen[0] - 0.5, max=self.largest + 0.5, num=counts.sum(),
+            sum=values @ counts, sum_squares=(values * values) @ counts,
+            bucket_limit=(values + 0.5).tolist(), bucket=counts.tolist())
+
+
+def _summary_value(tag, value):
+    if isinstance(value, Histogram):
+        return tf.compat.v1.Summary.Value(tag=tag, histo=value.proto())
+    return tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+
+
 # Marks a summary written eagerly as a scalar for TensorBoard's "scalars"
 # dashboard (tf.summary.scalar would need TensorBoard at run time).
 _SCALAR = tf.compat.v1.SummaryMetadata(
@@ -105,12 +139,14 @@ _eager_writers = {}
 
 def write_scalars(logdir, step, scalars):
     """Writes `{tag: value}` at global step `step` to TensorBoard's event file
-    in `logdir`, and flushes it, so that no exit path loses it."""
+    in `logdir`, and flushes it, so that no exit path loses it. A
+    `Histogram` value goes to the histograms dashboard, the others to the
+    scalars dashboard."""
     if not tf.executing_eagerly():
         writer = tf.compat.v1.summary.FileWriterCache.get(logdir)
         writer.add_summary(tf.compat.v1.Summary(value=[
-            tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
-            for tag, value in scalars.items()]), int(step))
+            _summary_value(tag, value) for tag, value in scalars.items()]),
+            int(step))
         writer.flush()
         return
     # An eager program (Parameter-Server-Strategy) cannot use a v1 FileWriter.
@@ -119,7 +155,13 @@ def write_scalars(logdir, step, scalars):
     writer = _eager_writers[logdir]
     with writer.as_default():
         for tag, value in scalars.items():
-            tf.summary.write(tag, float(value), step=int(step), metadata=_SCALAR)
+            if isinstance(value, Histogram):
+                tf.summary.experimental.write_raw_pb(
+                    tf.compat.v1.Summary(value=[_summary_value(tag, value)])
+                    .SerializeToString(), step=int(step))
+            else:
+                tf.summary.write(tag, float(value), step=int(step),
+                                 metadata=_SCALAR)
     writer.flush()
 
 
@@ -231,10 +273,48 @@ def save_local_copy(session, variables, logdir):
 
 
 def _shown(value):
-    """A value as the RESULT line shows it: lists comma-joined, no spaces."""
+    """A value as the RESULT line shows it: lists comma-joined, no spaces; a
+    staleness summary (`counters.staleness_fields`) by its overall mean,
+    p95 and max, e.g. `mean:6.93,p95:12,max:31`."""
     if isinstance(value, (list, tuple)):
         return ",".join(str(item) for item in value)
+    if isinstance(value, dict) and "overall" in value:
+        return ",".join(f"{name}:{value['overall'].get(name)}"
+                        for name in ("mean", "p95", "max"))
     return value
+
+
+# A model at most this many times as accurate as chance has diverged.
+DIVERGED_ACCURACY = 1.5 / NUM_CLASSES
+
+
+def diverged(test_loss, test_accuracy):
+    """Whether a trained model has diverged: its test loss is not finite
+    (NaN or infinite, as its parameters then often are), or its test
+    accuracy, as result.json rounds it, is at most 1.5 × chance."""
+    return (not math.isfinite(float(test_loss))
+            or round(float(test_accuracy), 4) <= DIVERGED_ACCURACY)
+
+
+def accuracy_on(accuracy_of, images, labels, chunk=10_000):
+    """The accuracy over all of `images` and `labels`, `chunk` examples at a
+    time (the whole training set at once would take gigabytes):
+    `accuracy_of(images, labels)` is that of one chunk."""
+    correct = 0.0
+    for start in range(0, len(images), chunk):
+        end = min(start + chunk, len(images))
+        correct += float(accuracy_of(images[start:end], labels[start:end])) * (
+            end - start)
+    return correct / max(len(images), 1)
+
+
+def eager_train_accuracy(mlp, dataset):
+    """In an eager program: the accuracy of `mlp` (a `model.MLP`) on all of
+    `dataset`'s training set."""
+    return accuracy_on(
+        lambda images, labels: np.mean(
+            np.argmax(mlp.logits(images).numpy(), axis=1) == labels),
+        dataset.train_images, dataset.train_labels)
 
 
 class StepsLost(Failure):
@@ -247,13 +327,13 @@ class StepsLost(Failure):
 
 def evaluate_and_write(session, logdir, settings, algorithm, classifier,
                        dataset, global_step, wall_s, train_back=True, **fields):
-    """The chief's last act: evaluates `classifier` on `dataset`'s test set,
-    then `write_result`. If the model is short of --train_steps, a ps lost
-    since training stopped at them took the steps after its last checkpoint
-    with it: then raises StepsLost, reporting nothing, so that a restarted
-    chief trains them again; or, with `train_back` False (a synchronous
-    scheme, whose chief cannot train alone), reports the model with
-    `steps_lost` and why."""
+    """The chief's last act: evaluates `classifier` on `dataset`'s test set
+    and on its whole training set, then `write_result`. If the model is
+    short of --train_steps, a ps lost since training stopped at them took
+    the steps after its last checkpoint with it: then raises StepsLost,
+    reporting nothing, so that a restarted chief trains them again; or,
+    with `train_back` False (a synchronous scheme, whose chief cannot train
+    alone), reports the model with `steps_lost` and why."""
     test_loss, test_accuracy, step = run_without_hooks(
         session, [classifier.loss, classifier.accuracy, global_step],
         classifier.feed(dataset.test_images, dataset.test_labels))
@@ -269,22 +349,35 @@ def evaluate_and_write(session, logdir, settings, algorithm, classifier,
         print(f"{why}; the other workers have stopped, so it is reported as "
               f"it is", flush=True)
         fields.update(steps_lost=lost, steps_lost_why=why)
+    train_accuracy = accuracy_on(
+        lambda images, labels: run_without_hooks(
+            session, classifier.accuracy, classifier.feed(images, labels)),
+        dataset.train_images, dataset.train_labels)
     return write_result(logdir, settings, algorithm, step, test_loss,
-                        test_accuracy, wall_s, **fields)
+                        test_accuracy, wall_s, train_accuracy=train_accuracy,
+                        **fields)
 
 
 def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
-                 wall_s, *, workers, ps, start_step=0, examples_per_step=None,
-                 **extra):
+                 wall_s, *, workers, ps, train_accuracy=None, start_step=0,
+                 examples_per_step=None, **extra):
     """Prints the RESULT line, writes `<logdir>/result.json` and the final
     test figures to TensorBoard. `settings`: the run's flags.run_settings
     (dataset, train_steps, batch_size, ...), each recorded as it is but
-    `validation`, recorded as `evaluated_on`; the examples counted are
-    those of the steps after `start_step` (where a resumed run started),
-    `examples_per_step` each (default: one minibatch)."""
+    `validation`, recorded as `evaluated_on`; `train_accuracy`: the final
+    model's on the whole training set it trained on; the examples counted
+    are those of the steps after `start_step` (where a resumed run
+    started), `examples_per_step` each (default: one minibatch). A model
+    that diverged (`diverged`) is a result too, with `diverged` true."""
     write_scalars(logdir, step, {"test_accuracy": test_accuracy,
                                  "test_loss": test_loss})
     examples = (step - start_step) * (examples_per_step or settings["batch_size"])
+    went_wrong = diverged(test_loss, test_accuracy)
+    if went_wrong:
+        print(f"the model diverged: test loss {float(test_loss):.4g}, test "
+              f"accuracy {float(test_accuracy):.4f} (chance is "
+              f"{1 / NUM_CLASSES:.2f}); a smaller --learning_rate may train it",
+              flush=True)
     fields = {
         "algorithm": algorithm, "workers": workers, "ps": ps,
         "global_step": int(step),
@@ -292,6 +385,9 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
         "test_loss": round(float(test_loss), 4),
         "wall_s": round(wall_s, 2), "examples": int(examples),
         "examples_per_s": round(examples / wall_s, 1),
+        "train_accuracy": (None if train_accuracy is None
+                           else round(float(train_accuracy), 4)),
+        "diverged": went_wrong,
         **{name: value for name, value in settings.items() if name != "validation"},
         **({"evaluated_on": "validation"} if settings["validation"] else {}),
         # Where a resumed run started: its examples are those after it.
@@ -302,7 +398,9 @@ def write_result(logdir, settings, algorithm, step, test_loss, test_accuracy,
 
 def publish_result(logdir, fields):
     """Writes `fields` to `<logdir>/result.json` and prints them as the
-    RESULT line; also for a result that another machine measured."""
+    RESULT line; also for a result that another machine measured. A loss
+    that is not finite is written as JSON's NaN or Infinity, which Python's
+    json reads back."""
     os.makedirs(logdir, exist_ok=True)
     with open(os.path.join(logdir, "result.json"), "w") as stream:
         json.dump(fields, stream, indent=2)
