@@ -1,6 +1,6 @@
 """Tasks forked from a Python that has imported TensorFlow already, so that
-no task pays for importing it again (about 3 s of CPU each, and 130 MiB of
-memory: limits.py). A user's small job starts each task as a new Python,
+no task pays for importing it again (2 to 2.5 s of CPU each, and about 140
+MiB of memory: limits.py). A user's small job starts each task as a new Python,
 as a user's cluster would; a big one forks them, which is what lets 40
 workers start on two cores.
 
@@ -47,10 +47,13 @@ PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 # fork_mode()'s answer for tasks forked from the launcher itself.
 LAUNCHER = "launcher"
 # Unless LAUNCH_PRELOAD_TENSORFLOW says otherwise, a job of more tasks than
-# this forks them from the launcher. Hogwild on MNIST, batch 128, 4000 steps
-# took 32.6 s in all at 8 workers with a new Python per task, 20.6 s forked;
-# at 40 workers, forked, 45 s. A new Python per task is what a user's
-# cluster runs, and what small jobs keep.
+# this forks them from the launcher. A new Python per task is what a user's
+# cluster runs, and what small jobs keep; beyond it, the imports' CPU on
+# two cores delays the start. Hogwild on MNIST, batch 128, 4000 steps, 2
+# cores shared with other jobs (load 26 to 57), in all and to the chief's
+# first progress line: 4 workers, 30.7 s and 14.0 s with a new Python per
+# task, 28.2 s and 7.2 s forked; 8 workers, 125 s and 109 s against 21.8 s
+# and 9.1 s.
 FORK_ABOVE_TASKS = 8
 # A request's length travels first, as 8 bytes.
 LENGTH = struct.Struct("!Q")

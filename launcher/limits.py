@@ -20,7 +20,7 @@ import resource
 # the fall of MemAvailable agreed within 3% (16 workers forked:
 # Dynamic-SGD 309 against 307, Synchronous-SGD 314 against 305,
 # Multi-Worker-Mirrored-Strategy 328 against 330). The heaviest examples
-# on MNIST (/work/shared/data/mnist) with their default model, 1000 steps,
+# on MNIST (the real files) with their default model, 1000 steps,
 # 1 ps (none for Multi-Worker-Mirrored-Strategy), 2 cores:
 #                   Dynamic-SGD  AEAMSGD  MWMS  Synchronous-SGD
 #   new Python,  8  445          440      471   444
@@ -28,9 +28,10 @@ import resource
 #   forked,      8  306          301      343   304
 #               16  307                   330   305
 # The launcher's own import, forked from, is shared out among the tasks
-# (8 and 16 workers give the same figure). Hogwild, 40 workers forked: 285
-# (MemAvailable). Each figure below is the largest measured plus 15%
-# (page tables, sockets, the kernel's memory for a task's 110 threads).
+# (8 and 16 workers give the same figure). Hogwild, 40 workers forked,
+# batch 128: 285 by MemAvailable, 289 and 293 by Pss_Anon in two runs
+# (launch.json). Each figure below is the largest measured plus 15% (page
+# tables, sockets, the kernel's memory for a task's 110 threads).
 MEMORY_MIB = {"new_python": 540, "forked": 400, "fork_server": 400}
 
 # The launcher's open files: for each task its log, the pipe it reads and
