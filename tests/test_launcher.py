@@ -2,7 +2,6 @@
 
 import functools
 import http.server
-import json
 import os
 import pathlib
 import re
@@ -100,53 +99,6 @@ def test_two_launches_at_once_do_not_collide(run_dir):
         for output in (first_output, second_output))
     assert len(first_ports) == len(second_ports) == 3
     assert not first_ports & second_ports
-
-
-def test_many_workers_show_the_chief_and_a_line_for_the_others(run_dir):
-    result = run(launch(run_dir, "--workers", "40", "--ignore_memory_check"),
-                 timeout=LAUNCH_S)
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert re.match(r"\[launch\] 1 ps \+ 40 worker\(s\) of .*, each task a new "
-                    r"Python \(LAUNCH_PRELOAD_TENSORFLOW=0\), on 127\.0\.0\.1 "
-                    r"ports \d+, \d+, \d+ and 38 more; ", lines[0]), lines[0]
-    assert "[worker:0] worker 0 done" in lines
-    # The other workers' lines went to their logs only.
-    assert not [line for line in lines if re.match(r"\[worker:[1-9]", line)]
-    logs = run_dir / "run" / "logs"
-    for index in range(1, 40):
-        assert f"worker {index} done" in (logs / f"worker-{index}.log").read_text()
-    # Once at the end at least (and every 10 s before, which this run may
-    # not have lasted).
-    assert re.fullmatch(r"\[workers\] 39 others: 0 running, 39 finished, 0 "
-                        r"restarted; latest: \[worker:\d+\] worker \d+ done",
-                        lines[-2]), lines[-2]
-    assert lines[-1].startswith("[launch] all 40 worker(s) finished")
-    with open(run_dir / "run" / "launch.json") as stream:
-        report = json.load(stream)
-    assert report["tasks"] == {"count": 41, "start": "new_python",
-                               "why": "LAUNCH_PRELOAD_TENSORFLOW=0"}
-    # Sampled at least once, as the tasks started (they end before PSS is
-    # read, once their memory has stopped growing).
-    assert report["memory"]["peak_rss_sum_mib"] > 0
-
-
-def test_a_failing_worker_the_stream_hid_shows_its_last_lines(run_dir):
-    result = run(launch(run_dir, "--workers", "5", mode="fail"),
-                 timeout=LAUNCH_S)
-    assert result.returncode == 1
-    assert "[worker:1] worker 1 is about to fail" not in result.stdout
-    assert "worker:1 exited with code 3; stopped every other task" in result.stdout
-    assert "\n    worker 1 is about to fail" in result.stdout  # its last lines
-
-
-def test_output_all_shows_every_workers_lines(run_dir):
-    result = run(launch(run_dir, "--workers", "5", "--output", "all"),
-                 timeout=LAUNCH_S)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for index in range(5):
-        assert f"[worker:{index}] worker {index} done" in result.stdout
-    assert "[workers]" not in result.stdout
 
 
 def test_a_failing_worker_stops_the_job_and_is_named(run_dir):
