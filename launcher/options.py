@@ -186,11 +186,13 @@ def parse_command_line(argv):
     if options.output is None:
         options.output = ("summary" if options.workers > SUMMARY_ABOVE_WORKERS
                           else "all")
+    if {"-h", "--help"} & set(script_args):
+        return options, parser, script, script_args  # the script's help
     options.start = forking.start_mode(os.environ.get(forking.PRELOAD),
                                        task_count(options))
     # Once, by the launcher the user started; not again inside the job's
-    # namespace, nor for --help.
-    if not network.inside() and not {"-h", "--help"} & set(script_args):
+    # namespace.
+    if not network.inside():
         refusal = limits.refusal(task_count(options), options.start,
                                  options.network, options.ignore_memory_check)
         if refusal:

@@ -71,3 +71,13 @@ def test_output_all_shows_every_workers_lines(run_dir):
     for index in range(5):
         assert f"[worker:{index}] worker {index} done" in result.stdout
     assert "[workers]" not in result.stdout
+
+
+def test_a_hidden_worker_restarted_is_said_and_counted(run_dir):
+    result = run(launch(run_dir, "--workers", "5", "--max_restarts", "1",
+                        mode="fail_once"), timeout=LAUNCH_S)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[launch] worker:1 exited with code 3; restarting it (1 of 1)" \
+        in result.stdout
+    assert re.search(r"^\[workers\] 4 others: 0 running, 4 finished, 1 "
+                     r"restarted; ", result.stdout, re.MULTILINE), result.stdout
