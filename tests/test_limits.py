@@ -221,7 +221,8 @@ def test_the_summary_line_counts_the_other_workers():
     tasks = [FakeTask("ps:0"), FakeTask("worker:0"), FakeTask("worker:1", 0),
              FakeTask("worker:2", None, 1), FakeTask("worker:3", 0),
              FakeTask("worker:4", -9), FakeTask("evaluator:0")]
-    summary = Summary(tasks, "worker:0", emit=None)
+    said = []
+    summary = Summary(tasks, "worker:0", emit=said.append)
     summary.start()
     assert [summary.hides(task) for task in tasks] == \
         [False, False, True, True, True, True, False]
@@ -230,9 +231,13 @@ def test_the_summary_line_counts_the_other_workers():
     summary.note(tasks[3], "global_step 5 " + "x" * 200)
     assert summary.line().endswith("; latest: [worker:2] global_step 5 " +
                                    "x" * 83 + "...")
-    shown = Summary(tasks, "worker:0", emit=None, on=False)
+    summary.stop(final=True)  # once more at the end, then never again
+    summary.stop(final=True)
+    assert said == [summary.line()]
+    shown = Summary(tasks, "worker:0", emit=said.append, on=False)
     shown.start()
     assert not any(shown.hides(task) for task in tasks)
+    assert shown.thread is None  # nothing to sum up
 
 
 def test_usage_measures_memory_and_the_first_progress_record(tmp_path):
