@@ -196,10 +196,13 @@ if __name__ == "__main__":
 
 
 # What launch.sh reads of this script (docs/launcher.md): the step it runs
-# before any task starts, and the files the chief writes in --logdir.
+# before any task starts, the files the chief writes in --logdir, and the
+# memory a task takes, twice the launcher's figure for TensorFlow 1's
+# graphs (731 MiB a task, 8 workers on MNIST, forked; plus 15%).
 # /// launch
 # prepare = ["-m", "guide.training.download"]
 # progress = "progress.jsonl"
 # result = "result.json"
 # chief_disk = ["evaluator"]
+# memory_mib = 850
 # ///

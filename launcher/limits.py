@@ -28,7 +28,10 @@ import resource
 #   forked,      8  306          301      343   304
 #               16  307                   330   305
 # The launcher's own import, forked from, is shared out among the tasks
-# (8 and 16 workers give the same figure). Hogwild, 40 workers forked,
+# (8 and 16 workers give the same figure). The ten other examples of
+# TensorFlow 1's graphs, 8 workers forked, 600 steps: 285 to 316.
+# Parameter-Server-Strategy (TensorFlow 2) takes twice as much and says so
+# in its launch block (contract.py's memory_mib). Hogwild, 40 workers forked,
 # batch 128: 285 by MemAvailable, 289 and 293 by Pss_Anon in two runs
 # (launch.json). Each figure below is the largest measured plus 15% (page
 # tables, sockets, the kernel's memory for a task's 110 threads).
@@ -48,9 +51,10 @@ TASK_FILES_PER_PEER = 2
 
 # Threads of one TensorFlow task (/proc/PID/status Threads, at their peak):
 # 105 to 112 for a ps and a worker of each example above and of Hogwild on
-# 2 cores; 102 and 106 with one (taskset -c 0). Most do not grow with the
-# cores, TensorFlow's pools do, by a few a core.
-THREADS_PER_TASK = 110
+# 2 cores, up to 124 in Parameter-Server-Strategy's workers; 102 and 106
+# with one core (taskset -c 0). Most do not grow with the cores,
+# TensorFlow's pools do, by a few a core.
+THREADS_PER_TASK = 120
 THREADS_PER_TASK_PER_CPU = 4
 # The launcher's: a reader per task, and a few of its own.
 LAUNCHER_THREADS = 8
@@ -61,16 +65,17 @@ PORTS_PER_TASK = 2
 PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
-def refusal(tasks, start, network_mode, ignore_memory=False):
+def refusal(tasks, start, network_mode, ignore_memory=False, declared=None):
     """The one line that refuses a job of `tasks` tasks started as `start`
     (forking.Start) on --network `network_mode`, or None if this machine
-    can hold it. Raises the launcher's soft limit of open files, up to its
-    hard limit, if the job needs more."""
+    can hold it; `declared`: the memory a task takes, as its script
+    declares it (contract.py), if it does. Raises the launcher's soft limit
+    of open files, up to its hard limit, if the job needs more."""
     checks = [lambda: open_files(tasks, network_mode),
               lambda: ports(tasks, network_mode),
               lambda: threads(tasks)]
     if not ignore_memory:
-        checks.insert(0, lambda: memory(tasks, start))
+        checks.insert(0, lambda: memory(tasks, start, declared))
     for check in checks:
         message = check()
         if message:
@@ -78,25 +83,26 @@ def refusal(tasks, start, network_mode, ignore_memory=False):
     return None
 
 
-def memory(tasks, start):
+def memory(tasks, start, declared=None):
     available = available_memory_mib()
     if available is None:
         return None  # not Linux: nothing to compare with
     mib, where = available
-    each = MEMORY_MIB[start.kind]
+    each = declared or MEMORY_MIB[start.kind]
     needed = tasks * each
     if needed <= mib:
         return None
     mode = {"new_python": "new Pythons", "forked": "forked tasks",
             "fork_server": "tasks forked by a fork server"}[start.kind]
     fork = ""
-    if start.kind == "new_python":
+    if start.kind == "new_python" and not declared:
         fork = (f", or fork them from one TensorFlow import "
                 f"(LAUNCH_PRELOAD_TENSORFLOW=1: about "
                 f"{tasks * MEMORY_MIB['forked'] / 1024:.1f} GiB)")
     return (f"{tasks} {mode} need about {needed / 1024:.1f} GiB ({each} MiB "
-            f"each) but only {mib / 1024:.1f} GiB is {where}; use fewer "
-            f"--workers, or pass --ignore_memory_check to start anyway{fork}")
+            f"each{', as the script declares' if declared else ''}) but only "
+            f"{mib / 1024:.1f} GiB is {where}; use fewer --workers, or pass "
+            f"--ignore_memory_check to start anyway{fork}")
 
 
 def open_files(tasks, network_mode):
@@ -231,12 +237,14 @@ def thread_counts():
     return counts
 
 
-def cgroup_room(controller, v2_files, v1_files):
+def cgroup_room(controller, v2_files, v1_files, own="/proc/self/cgroup",
+                mounted="/sys/fs/cgroup"):
     """Limit less use, in the controller's unit, of this process's cgroup
-    and each of its ancestors (cgroup v2 or v1), the least of them; None if
-    no limit applies or none can be read."""
+    (as `own` lists it) and each of its ancestors (cgroup v2 or v1, under
+    `mounted`), the least of them; None if no limit applies or none can be
+    read."""
     try:
-        with open("/proc/self/cgroup") as stream:
+        with open(own) as stream:
             lines = stream.read().splitlines()
     except OSError:
         return None
@@ -244,9 +252,9 @@ def cgroup_room(controller, v2_files, v1_files):
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":
-            top, files = "/sys/fs/cgroup", v2_files
+            top, files = mounted, v2_files
         elif controller in controllers.split(","):
-            top, files = f"/sys/fs/cgroup/{controller}", v1_files
+            top, files = os.path.join(mounted, controller), v1_files
         else:
             continue
         folder = os.path.normpath(top + path)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from . import PROG, LaunchError, disks, forking, limits, network, shaping
+from . import PROG, LaunchError, contract, disks, forking, limits, network, shaping
 
 # The least memory a task takes, however it starts (limits.py).
 MEMORY_PER_TASK_MIB = min(limits.MEMORY_MIB.values())
@@ -193,8 +193,13 @@ def parse_command_line(argv):
     # Once, by the launcher the user started; not again inside the job's
     # namespace.
     if not network.inside():
+        try:
+            declared = contract.read(script).memory_mib
+        except contract.ContractError as error:
+            raise LaunchError(str(error)) from None
         refusal = limits.refusal(task_count(options), options.start,
-                                 options.network, options.ignore_memory_check)
+                                 options.network, options.ignore_memory_check,
+                                 declared)
         if refusal:
             raise LaunchError(refusal)
     return options, parser, script, script_args

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from conftest import LAUNCHER, REPO, processes_mentioning, run, users_environment
-from launcher import LaunchError, forking, limits, usage
+from launcher import LaunchError, contract, forking, limits, usage
 from launcher.forking import LAUNCHER as FORKED
 from launcher.forking import PRELOAD, Start, start_mode
 from launcher.options import parse_command_line
@@ -62,10 +62,70 @@ def test_memory_refusal_names_the_start_mode_and_the_fixes(roomy, monkeypatch):
     assert limits.refusal(41, FORKED_START, "private", ignore_memory=True) is None
 
 
+def script_declaring(tmp_path, line):
+    script = tmp_path / "heavy.py"
+    script.write_text(f"# /// launch\n# {line}\n# ///\n")
+    return str(script)
+
+
+def test_a_script_heavier_than_the_figures_declares_its_own(roomy, monkeypatch,
+                                                           tmp_path):
+    """Parameter-Server-Strategy's tasks (TensorFlow 2) take twice the
+    others': its launch block says so, and every task counts that much."""
+    monkeypatch.setattr(limits, "available_memory_mib",
+                        lambda: (20 * 1024, "available"))
+    monkeypatch.delenv(PRELOAD, raising=False)
+    heavy = script_declaring(tmp_path, "memory_mib = 850")
+    assert contract.read(heavy).memory_mib == 850
+    with pytest.raises(LaunchError) as refused:
+        parse_command_line(["--workers", "40", "--", heavy])
+    assert str(refused.value) == (
+        "41 forked tasks need about 34.0 GiB (850 MiB each, as the script "
+        "declares) but only 20.0 GiB is available; use fewer --workers, or "
+        "pass --ignore_memory_check to start anyway")
+    # The launcher's own figure lets the same job of a lighter script in.
+    options, *_ = parse_command_line(["--workers", "40", "--", FAKE])
+    assert options.start.kind == "forked"
+
+
+@pytest.mark.parametrize("value", ["0", "true", '"850"', "8.5"])
+def test_a_declared_memory_is_a_positive_integer(value, tmp_path):
+    with pytest.raises(contract.ContractError, match="memory_mib must be a "
+                                                     "positive integer"):
+        contract.read(script_declaring(tmp_path, f"memory_mib = {value}"))
+
+
 def test_a_cgroup_memory_limit_counts_when_it_is_the_smaller(monkeypatch):
     monkeypatch.setattr(limits, "cgroup_room", lambda *files: 512 << 20)
     assert limits.available_memory_mib() == (
         512, "left under this cgroup's memory limit")
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_least_room_of_a_cgroup_and_its_ancestors_counts(version, tmp_path):
+    """A limit on the parent with little left, a wider one on the
+    process's own cgroup, and none ("max", or v1's huge number) above."""
+    own = tmp_path / "cgroup"
+    if version == "v2":
+        own.write_text("0::/job/task\n")
+        top, limit, use, unlimited = tmp_path, "pids.max", "pids.current", "max"
+    else:
+        own.write_text("9:memory:/job/task\n8:pids:/job/task\n")
+        top, limit, use = tmp_path / "pids", "pids.max", "pids.current"
+        unlimited = str(2 ** 63 - 4096)
+    for folder, most, used in ((top, unlimited, 900), (top / "job", "1000", 900),
+                               (top / "job" / "task", "5000", 800)):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / limit).write_text(f"{most}\n")
+        (folder / use).write_text(f"{used}\n")
+    assert limits.cgroup_room("pids", (limit, use), (limit, use), str(own),
+                              str(tmp_path)) == 100
+    (top / "job" / limit).write_text(f"{unlimited}\n")
+    assert limits.cgroup_room("pids", (limit, use), (limit, use), str(own),
+                              str(tmp_path)) == 4200
+    if version == "v1":  # a controller the process is in no hierarchy of
+        assert limits.cgroup_room("cpu", (limit, use), (limit, use), str(own),
+                                  str(tmp_path)) is None
 
 
 def test_open_files_are_raised_to_the_hard_limit_or_refused(roomy, monkeypatch):

@@ -64,8 +64,11 @@ def test_forty_hogwild_workers_train_and_leave_nothing(run_dir):
     assert report["tasks"] == {"count": WORKERS + 1, "start": "forked",
                                "why": "more than 8 tasks"}
     memory = report["memory"]
-    assert memory["tasks_at_peak"] == WORKERS + 1
-    assert 0 < memory["peak_pss_anon_mib"] <= memory["peak_pss_mib"]
+    # Read once the tasks' memory stopped growing, when a worker that
+    # finished early may be gone already.
+    assert 0 < memory["tasks_at_peak"] <= WORKERS + 1
+    assert 0 < memory["peak_pss_anon_mib"] <= memory["peak_pss_mib"] < \
+        memory["peak_rss_sum_mib"]
     timeline = report["timeline"]
     assert 0 < timeline["launch_to_started_s"] < \
         timeline["launch_to_first_progress_s"] < timeline["launch_to_result_s"]
