@@ -197,12 +197,12 @@ if __name__ == "__main__":
 
 # What launch.sh reads of this script (docs/launcher.md): the step it runs
 # before any task starts, the files the chief writes in --logdir, and the
-# memory a task takes, twice the launcher's figure for TensorFlow 1's
-# graphs (731 MiB a task, 8 workers on MNIST, forked; plus 15%).
+# memory a task takes, more than the launcher's figures for TensorFlow 1's
+# graphs (618 MiB a task as new Pythons, 8 workers on MNIST; plus 16%).
 # /// launch
 # prepare = ["-m", "guide.training.download"]
 # progress = "progress.jsonl"
 # result = "result.json"
 # chief_disk = ["evaluator"]
-# memory_mib = 850
+# memory_mib = 720
 # ///

@@ -11,31 +11,25 @@ import os
 import resource
 
 # What a job takes from the memory available, per task, by how its tasks
-# start (forking.Start.kind), in MiB. Measured (with a script that sampled
-# /proc every 0.5 s) as the peak, over a run, of the sum of Pss_Anon
-# (/proc/PID/smaps_rollup: anonymous memory, a page shared copy-on-write
-# counted once in all) over the job's processes, launchers included, over
-# its tasks: what a run takes from MemAvailable, which other jobs on this
-# shared machine moved by gigabytes during some runs; where they did not,
-# the fall of MemAvailable agreed within 3% (16 workers forked:
-# Dynamic-SGD 309 against 307, Synchronous-SGD 314 against 305,
-# Multi-Worker-Mirrored-Strategy 328 against 330). The heaviest examples
-# on MNIST (the real files) with their default model, 1000 steps,
-# 1 ps (none for Multi-Worker-Mirrored-Strategy), 2 cores:
-#                   Dynamic-SGD  AEAMSGD  MWMS  Synchronous-SGD
-#   new Python,  8  445          440      471   444
-#               16  448
-#   forked,      8  306          301      343   304
-#               16  307                   330   305
-# The launcher's own import, forked from, is shared out among the tasks
-# (8 and 16 workers give the same figure). The ten other examples of
-# TensorFlow 1's graphs, 8 workers forked, 600 steps: 285 to 316.
-# Parameter-Server-Strategy (TensorFlow 2) takes twice as much and says so
-# in its launch block (contract.py's memory_mib). Hogwild, 40 workers forked,
-# batch 128: 285 by MemAvailable, 289 and 293 by Pss_Anon in two runs
-# (launch.json). Each figure below is the largest measured plus 15% (page
-# tables, sockets, the kernel's memory for a task's 110 threads).
-MEMORY_MIB = {"new_python": 540, "forked": 400, "fork_server": 400}
+# start (forking.Start.kind), in MiB: the fall of MemAvailable at the peak
+# of a run (a script sampled /proc every 0.5 s), over its tasks, and the
+# peak of the sum of Pss_Anon (/proc/PID/smaps_rollup: anonymous memory, a
+# page shared copy-on-write counted once in all) over the job's processes,
+# launchers included, which other jobs on this shared machine cannot move.
+# The heaviest examples on MNIST (the real files) with their default
+# model, 1000 steps, 1 ps (none for Multi-Worker-Mirrored-Strategy), 8
+# workers, 2 cores, the tasks mapping one copy of the data set:
+#               Dynamic-SGD  AEAMSGD    MWMS       Synchronous-SGD
+#   new Python  213 / 259    242 / 254  271 / 255  272 / 256
+#   forked      134 / 120    108 / 118  131 / 132  134 / 118
+# (MemAvailable / Pss_Anon). Dynamic-SGD at 16 workers forked: 76 / 109.
+# Each figure below is the largest plus about 18%. A task that cannot map
+# the shared copy holds its own, 220 MiB more on MNIST (guide's data);
+# before the tasks shared it, 40 workers of Hogwild forked took 289 to 293
+# MiB a task (launch.json). Parameter-Server-Strategy (TensorFlow 2) takes
+# four times as much forked, and says so in its launch block (contract.py's
+# memory_mib).
+MEMORY_MIB = {"new_python": 320, "forked": 160, "fork_server": 160}
 
 # The launcher's open files: for each task its log, the pipe it reads and
 # the pidfd it waits on (3), one more with --network hosts (the task's

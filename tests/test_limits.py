@@ -45,17 +45,17 @@ def test_a_roomy_machine_refuses_nothing(roomy):
 
 def test_memory_refusal_names_the_start_mode_and_the_fixes(roomy, monkeypatch):
     monkeypatch.setattr(limits, "available_memory_mib",
-                        lambda: (4096, "available"))
+                        lambda: (1024, "available"))
     each = limits.MEMORY_MIB["forked"]
     assert limits.refusal(41, FORKED_START, "private") == (
         f"41 forked tasks need about {41 * each / 1024:.1f} GiB ({each} MiB "
-        f"each) but only 4.0 GiB is available; use fewer --workers, or pass "
+        f"each) but only 1.0 GiB is available; use fewer --workers, or pass "
         f"--ignore_memory_check to start anyway")
     # Where the tasks were new Pythons, forking them is a fix too.
     assert limits.refusal(9, NEW_PYTHON, "private") == (
         f"9 new Pythons need about "
         f"{9 * limits.MEMORY_MIB['new_python'] / 1024:.1f} GiB "
-        f"({limits.MEMORY_MIB['new_python']} MiB each) but only 4.0 GiB is "
+        f"({limits.MEMORY_MIB['new_python']} MiB each) but only 1.0 GiB is "
         f"available; use fewer --workers, or pass --ignore_memory_check to "
         f"start anyway, or fork them from one TensorFlow import "
         f"(LAUNCH_PRELOAD_TENSORFLOW=1: about {9 * each / 1024:.1f} GiB)")
@@ -70,7 +70,7 @@ def script_declaring(tmp_path, line):
 
 def test_a_script_heavier_than_the_figures_declares_its_own(roomy, monkeypatch,
                                                            tmp_path):
-    """Parameter-Server-Strategy's tasks (TensorFlow 2) take twice the
+    """Parameter-Server-Strategy's tasks (TensorFlow 2) take four times the
     others': its launch block says so, and every task counts that much."""
     monkeypatch.setattr(limits, "available_memory_mib",
                         lambda: (20 * 1024, "available"))
@@ -196,7 +196,7 @@ def test_a_big_job_is_forked_unless_told_otherwise(value, tasks, fork, why):
 
 def test_the_command_line_refuses_a_job_that_does_not_fit(roomy, monkeypatch):
     monkeypatch.setattr(limits, "available_memory_mib",
-                        lambda: (1024, "available"))
+                        lambda: (512, "available"))
     monkeypatch.delenv(PRELOAD, raising=False)
     with pytest.raises(LaunchError, match=r"^41 forked tasks need about"):
         parse_command_line(["--workers", "40", "--", FAKE])
