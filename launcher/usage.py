@@ -11,8 +11,9 @@
   thread reads each task's resident size every SAMPLE_EVERY_S from
   /proc/PID/status (microseconds), and the PSS only once that sum, past
   its high at the last reading, has stopped growing (the tasks have built
-  their graphs and train), and no more often than keeps the readings of
-  PSS under PSS_CPU_SHARE of one CPU. Also what the sampling cost in all,
+  their graphs and train; or FIRST_PSS_AFTER_S after they started, for a
+  first reading), and no more often than keeps the readings of PSS under
+  PSS_CPU_SHARE of one CPU. Also what the sampling cost in all,
   and the peak of the resident sum (which counts a shared page in each
   process).
 - "tasks": how many, and how they started (forking.Start).
@@ -32,8 +33,13 @@ from .traffic import process_age
 
 SAMPLE_EVERY_S = 1.0
 PSS_CPU_SHARE = 0.02
-# A resident sum this much above the last high is worth a reading of PSS.
+# A resident sum this much above the last high is worth a reading of PSS;
+# growing by less than this a second, it has stopped growing.
 GROWTH = 1.01
+# A first reading of PSS this long after the tasks started, even if their
+# memory still grows (on a loaded machine 40 tasks may start for as long
+# as the job trains).
+FIRST_PSS_AFTER_S = 10.0
 MIB = 1024  # /proc counts in KiB
 
 
@@ -79,6 +85,7 @@ class Usage:
         self.peak = None  # (PSS, Pss_Anon, tasks counted, launcher's PSS)
         self.resident_peak = 0  # the highest sum of the tasks' VmRSS
         self.resident = 0  # that sum at the last sample
+        self.resident_at = 0.0  # and when (time.monotonic())
         self.pss_high = 0  # and at the last reading of PSS
         self.pss_after = 0.0  # no reading of PSS before (time.monotonic())
         self.samples = self.pss_samples = 0
@@ -112,8 +119,12 @@ class Usage:
         self.resident_peak = max(self.resident_peak, resident)
         self.samples += 1
         now = time.monotonic()
-        settled = resident <= self.resident * GROWTH
-        self.resident = resident
+        settled = resident <= self.resident * (
+            1 + (GROWTH - 1) * (now - self.resident_at))
+        if not self.pss_samples and self.started is not None and \
+                now - self.started >= FIRST_PSS_AFTER_S:
+            settled = True
+        self.resident, self.resident_at = resident, now
         if pids and settled and resident > self.pss_high * GROWTH and \
                 now >= self.pss_after:
             began = time.thread_time()
