@@ -48,12 +48,13 @@ PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 LAUNCHER = "launcher"
 # Unless LAUNCH_PRELOAD_TENSORFLOW says otherwise, a job of more tasks than
 # this forks them from the launcher. A new Python per task is what a user's
-# cluster runs, and what small jobs keep; beyond it, the imports' CPU on
-# two cores delays the start. Hogwild on MNIST, batch 128, 4000 steps, 2
-# cores shared with other jobs (load 26 to 57), in all and to the chief's
-# first progress line: 4 workers, 30.7 s and 14.0 s with a new Python per
-# task, 28.2 s and 7.2 s forked; 8 workers, 125 s and 109 s against 21.8 s
-# and 9.1 s.
+# cluster runs, and what small jobs keep (the examples' defaults have 2 to
+# 5 tasks); beyond 8, the imports alone take 20 s of CPU or more (2 to 2.5
+# s each), before any task trains. To the chief's first progress line,
+# Hogwild on MNIST, batch 128, 2 cores that other jobs shared (single runs
+# varied threefold): 4 workers, 14.0 and 33.2 s with a new Python per task,
+# 7.2 and 3.4 s forked; 8 workers, 109 and 22.1 s against 9.1 and 45.4 s
+# (that launcher's own import caught in a burst of load).
 FORK_ABOVE_TASKS = 8
 # A request's length travels first, as 8 bytes.
 LENGTH = struct.Struct("!Q")
