@@ -69,7 +69,10 @@ def test_forty_hogwild_workers_train_and_leave_nothing(run_dir):
     assert 0 < memory["tasks_at_peak"] <= WORKERS + 1
     assert 0 < memory["peak_pss_anon_mib"] <= memory["peak_pss_mib"] < \
         memory["peak_rss_sum_mib"]
+    # The chief, among the first forked, may train before the last worker
+    # is started.
     timeline = report["timeline"]
-    assert 0 < timeline["launch_to_started_s"] < \
-        timeline["launch_to_first_progress_s"] < timeline["launch_to_result_s"]
+    assert 0 < timeline["launch_to_started_s"] < timeline["launch_to_result_s"]
+    assert 0 < timeline["launch_to_first_progress_s"] < \
+        timeline["launch_to_result_s"]
     assert not processes_mentioning(str(logdir))
