@@ -197,10 +197,13 @@ if __name__ == "__main__":
 
 
 # What launch.sh reads of this script (docs/launcher.md): the step it runs
-# before any task starts, and the files the chief writes in --logdir.
+# before any task starts, the files the chief writes in --logdir, and the
+# memory a task takes, more than the launcher's figures for TensorFlow 1's
+# graphs (618 MiB a task as new Pythons, 8 workers on MNIST; plus 16%).
 # /// launch
 # prepare = ["-m", "guide.training.download"]
 # progress = "progress.jsonl"
 # result = "result.json"
 # chief_disk = ["evaluator"]
+# memory_mib = 720
 # ///

@@ -1,8 +1,10 @@
 """`python -m launcher [OPTIONS] -- SCRIPT [FLAGS...]` (what launch.sh
-runs; job.py says what it does). In order: the command line, the script's
-declarations and its preparation step, the --logdir, the job's network
-namespace (the launcher runs itself again inside it), the job's PID
-namespace, then the job itself, until it ends or is interrupted.
+runs; job.py says what it does). In order: the command line, how the tasks
+start and whether the machine can hold them, the script's declarations and
+its preparation step, the --logdir, the job's network namespace (the
+launcher runs itself again inside it), TensorFlow if the tasks are forked
+from the launcher, the job's PID namespace, then the job itself, until it
+ends or is interrupted.
 """
 
 import importlib
@@ -10,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 
-from . import PROG, contract, network, reaping
-from .forking import LAUNCHER, PRELOAD, fork_mode
+from . import PROG, LaunchError, contract, network, reaping
+from .forking import LAUNCHER
 from .job import EXIT_TIMEOUT, Launcher, Terminated, died, say
 from .options import (
-    LaunchError,
     check_tensorflow,
     logdir_of,
     make_logs,
@@ -29,6 +31,40 @@ HELP_TIMEOUT_S = 120
 
 def raise_terminated(signum, frame):
     raise Terminated()
+
+
+def import_tensorflow():
+    """Imports TensorFlow, for the tasks to be forked from. What its C++
+    code writes as it loads, before TF_CPP_MIN_LOG_LEVEL is read (absl's
+    "WARNING: All log messages before absl::InitializeLog()", oneDNN's
+    "I0000 ..."), is kept off the terminal; LaunchError, in one line, if
+    the import fails."""
+    # Read as TensorFlow loads: set here as it is for every task.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as said:
+            os.dup2(said.fileno(), 1)
+            os.dup2(said.fileno(), 2)
+            try:
+                importlib.import_module("tensorflow")
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    except Exception as error:  # whatever the import raised, in one line
+        what = (str(error).strip().splitlines() or [""])[0]
+        raise LaunchError(f"cannot import TensorFlow with {sys.executable} "
+                          f"({type(error).__name__}: {what}); run `make venv` "
+                          f"in the repository, or start each task as a new "
+                          f"Python (LAUNCH_PRELOAD_TENSORFLOW=0) to see its "
+                          f"whole error") from None
+    finally:
+        for fd in saved:
+            os.close(fd)
 
 
 def main(argv):
@@ -46,7 +82,6 @@ def main(argv):
     try:
         declared = contract.read(script)
         check_tensorflow()
-        fork = fork_mode(os.environ.get(PRELOAD))
         make_logs(logdir)
         # Once, before the job's namespace exists: in a private network the
         # tasks have no route out, to fetch their data for instance.
@@ -74,13 +109,16 @@ def main(argv):
         return 2
     if isinstance(job_network, int):
         return job_network
+    fork = options.start.fork
+    if fork == LAUNCHER:
+        try:
+            import_tensorflow()
+        except LaunchError as error:
+            print(f"{PROG}: error: {error}", file=sys.stderr)
+            return 2
     # Before anything else starts a process: the first is the namespace's init.
     namespace = reaping.job_namespace()
     script_args = full_args
-    if fork == LAUNCHER:
-        # Read as TensorFlow loads: set here as it is for every task.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        importlib.import_module("tensorflow")
     launcher = Launcher(options, script, script_args, logdir, job_network, fork,
                         namespace, declared)
     signal.signal(signal.SIGTERM, raise_terminated)

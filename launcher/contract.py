@@ -25,6 +25,10 @@ type of its own, `launch`), anywhere in the script:
 - chief_disk: with --network hosts, the task types that mount the chief's
   disk (the --logdir itself) besides the chief; every other task gets a
   disk of its own (disks.py).
+- memory_mib: the most memory one task of the script takes, in MiB, for a
+  script whose tasks take more than the launcher's figures (limits.py,
+  measured on the examples of TensorFlow 1's graphs): the check before a
+  launch counts it for every task, however the tasks start.
 
 A script with no block gets none of these. Everything else is the same for
 every script: TF_CONFIG in, a --logdir flag, exit code 2 for bad input
@@ -39,7 +43,8 @@ import tomllib
 
 # PEP 723's reference expression, for one block type.
 BLOCK = re.compile(r"(?m)^# /// launch$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
-FIELDS = {"prepare": list, "progress": str, "result": str, "chief_disk": list}
+FIELDS = {"prepare": list, "progress": str, "result": str, "chief_disk": list,
+          "memory_mib": int}
 TASK_TYPES = ("worker", "ps", "evaluator")
 
 
@@ -53,6 +58,7 @@ class Contract:
     progress: str = None
     result: str = None
     chief_disk: tuple = ()
+    memory_mib: int = None
 
 
 def read(script):
@@ -87,7 +93,12 @@ def read(script):
                                 f"field {name!r}; it takes "
                                 f"{', '.join(FIELDS)}")
         listed = FIELDS[name] is list
-        if not isinstance(value, FIELDS[name]) or (
+        if FIELDS[name] is int:
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    value <= 0:
+                raise ContractError(f"{script}'s launch block: {name} must "
+                                    f"be a positive integer")
+        elif not isinstance(value, FIELDS[name]) or (
                 listed and not all(isinstance(item, str) for item in value)):
             kind = "a list of strings" if listed else "a string"
             raise ContractError(f"{script}'s launch block: {name} must be "
@@ -100,7 +111,8 @@ def read(script):
     return Contract(prepare=tuple(fields.get("prepare", ())),
                     progress=fields.get("progress"),
                     result=fields.get("result"),
-                    chief_disk=tuple(fields.get("chief_disk", ())))
+                    chief_disk=tuple(fields.get("chief_disk", ())),
+                    memory_mib=fields.get("memory_mib"))
 
 
 def prepare(contract, script, script_args, timeout):

@@ -1,15 +1,19 @@
 """Tasks forked from a Python that has imported TensorFlow already, so that
-no task pays for importing it again (about 3 s of CPU each). Only for
-speed, mostly the test suite's: by default the launcher starts every task as
-a new Python, as a user's cluster would.
+no task pays for importing it again (2 to 2.5 s of CPU each, and about 140
+MiB of memory: limits.py). A user's small job starts each task as a new Python,
+as a user's cluster would; a big one forks them, which is what lets 40
+workers start on two cores.
 
+- LAUNCH_PRELOAD_TENSORFLOW unset: forked from the launcher if the job has
+  more than FORK_ABOVE_TASKS tasks, else a new Python each.
 - LAUNCH_PRELOAD_TENSORFLOW=1: the launcher imports TensorFlow once and forks
-  each task of its job from itself (`Forked`).
+  each task of its job from itself (`Forked`), whatever the job's size.
 - LAUNCH_PRELOAD_TENSORFLOW=SOCKET: a fork server (tests/fork_server.py),
   which has imported TensorFlow once, forks the tasks of every launch that
   asks it (`Served`, the launcher's side of that conversation), so not even
   the launcher imports it. The test suite runs one per test process.
-- 0 or unset: every task is a new Python.
+- LAUNCH_PRELOAD_TENSORFLOW=0: every task is a new Python, whatever the
+  job's size.
 
 Either way a task starts as the launcher would start a new process: in a
 session of its own, stdin from /dev/null, stdout and stderr into the
@@ -17,6 +21,7 @@ launcher's pipe, in the job's network namespace, killed if whoever forked it
 dies, and its script run as __main__. Standard library only.
 """
 
+import collections
 import contextlib
 import faulthandler
 import io
@@ -24,7 +29,6 @@ import json
 import os
 import resource
 import runpy
-import select
 import signal
 import socket
 import stat
@@ -35,13 +39,23 @@ import threading
 import time
 import traceback
 
-from . import network
+from . import LaunchError, network
 from .network import die_with_parent
-from .options import LaunchError
+from .reaping import readable
 
 PRELOAD = "LAUNCH_PRELOAD_TENSORFLOW"
 # fork_mode()'s answer for tasks forked from the launcher itself.
 LAUNCHER = "launcher"
+# Unless LAUNCH_PRELOAD_TENSORFLOW says otherwise, a job of more tasks than
+# this forks them from the launcher. A new Python per task is what a user's
+# cluster runs, and what small jobs keep (the examples' defaults have 2 to
+# 5 tasks); beyond 8, the imports alone take 20 s of CPU or more (2 to 2.5
+# s each), before any task trains. To the chief's first progress line,
+# Hogwild on MNIST, batch 128, 2 cores that other jobs shared (single runs
+# varied threefold): 4 workers, 14.0 and 33.2 s with a new Python per task,
+# 7.2 and 3.4 s forked; 8 workers, 109 and 22.1 s against 9.1 and 45.4 s
+# (that launcher's own import caught in a burst of load).
+FORK_ABOVE_TASKS = 8
 # A request's length travels first, as 8 bytes.
 LENGTH = struct.Struct("!Q")
 # How long a launcher waits for the fork server to take its request and
@@ -72,6 +86,35 @@ def fork_mode(value):
                      f"one with `python tests/fork_server.py SOCKET`")
 
 
+class Start(collections.namedtuple("Start", "fork why")):
+    """How a job's tasks start: `fork` as fork_mode() gives it, and why, in
+    a few words for the launcher's first line."""
+
+    @property
+    def kind(self):
+        """"new_python", "forked" (from the launcher) or "fork_server"."""
+        return ("new_python" if self.fork is None else
+                "forked" if self.fork == LAUNCHER else "fork_server")
+
+    def describe(self):
+        return {"new_python": "each task a new Python",
+                "forked": "tasks forked from one TensorFlow import",
+                "fork_server": "tasks forked by the fork server"}[self.kind] \
+            + f" ({self.why})"
+
+
+def start_mode(value, tasks):
+    """The Start of a job of `tasks` tasks with LAUNCH_PRELOAD_TENSORFLOW
+    =`value` (None if unset); LaunchError as fork_mode()."""
+    if value in (None, ""):
+        if tasks > FORK_ABOVE_TASKS:
+            return Start(LAUNCHER, f"more than {FORK_ABOVE_TASKS} tasks")
+        return Start(None, f"{FORK_ABOVE_TASKS} tasks or fewer")
+    fork = fork_mode(value)
+    return Start(fork, f"{PRELOAD}={value}" if fork in (None, LAUNCHER)
+                 else PRELOAD)
+
+
 class Forked:
     """A task forked from this launcher, which has loaded TensorFlow already
     (LAUNCH_PRELOAD_TENSORFLOW=1): the child runs the script's argv[0] as
@@ -90,7 +133,7 @@ class Forked:
         self._lock = threading.Lock()  # the reader and teardown both wait
 
     def fileno(self):
-        """Readable once the task has exited (for select)."""
+        """Readable once the task has exited (for poll)."""
         return self._exited
 
     def end_group(self):
@@ -108,8 +151,7 @@ class Forked:
             return self.returncode
 
     def wait(self, timeout=None):
-        if self.returncode is None and \
-                not select.select([self._exited], [], [], timeout)[0]:
+        if self.returncode is None and not readable([self._exited], timeout):
             raise subprocess.TimeoutExpired(self.pid, timeout)
         return self.poll()
 
@@ -252,7 +294,7 @@ class Served:
         while b"\n" not in self._replies:
             left = None if deadline is None else \
                 max(0.0, deadline - time.monotonic())
-            if not select.select([self._connection], [], [], left)[0]:
+            if not readable([self._connection], left):
                 return None
             chunk = self._connection.recv(1)
             if not chunk:
@@ -273,12 +315,12 @@ class Served:
             return self.returncode
 
     def fileno(self):
-        """Readable once the task has exited (for select)."""
+        """Readable once the task has exited (for poll)."""
         return self._connection.fileno()
 
     def wait(self, timeout=None):
         if self.returncode is None and not (
                 b"\n" in self._replies or
-                select.select([self._connection], [], [], timeout)[0]):
+                readable([self._connection], timeout)):
             raise subprocess.TimeoutExpired(self.pid, timeout)
         return self.poll()

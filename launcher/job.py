@@ -2,7 +2,7 @@
 
     bash launch.sh [--ps 1] [--workers 2] [--coordinator] [--evaluator] \
         [--max_restarts 0] [--restart_group] [--timeout 600] \
-        [--ignore_memory_check] -- SCRIPT [FLAGS...]
+        [--output all|summary] [--ignore_memory_check] -- SCRIPT [FLAGS...]
 
 (launch.sh picks the Python and runs `python -m launcher`.) It knows of
 SCRIPT only what SCRIPT declares (contract.py, docs/launcher.md). It
@@ -13,11 +13,14 @@ SCRIPT only what SCRIPT declares (contract.py, docs/launcher.md). It
   evaluator), on ports the operating system reports free, each told its
   role through TF_CONFIG;
 - streams their output live, each line prefixed with its task ("[worker:1]"),
-  and keeps each task's full log in <logdir>/logs/;
+  and keeps each task's full log in <logdir>/logs/; above 4 workers, only
+  the chief's, the ps's and the evaluator's, with a line now and then for
+  the others (summary.py);
 - exits 0 once every worker (and the coordinator) has finished, and stops
   any ps still running;
-- refuses, before starting anything, a job whose tasks would not fit in the
-  memory available (unless --ignore_memory_check);
+- refuses, before starting anything, a job this machine cannot hold: its
+  memory (unless --ignore_memory_check), open files, ports, threads
+  (limits.py);
 - if a task fails or dies, stops all the others at once, names the task,
   shows its last lines and exits 1; if a task rejected its input (exit code
   2), exits 2, its error shown once on stderr; with --max_restarts N, a
@@ -39,7 +42,6 @@ import json
 import os
 import queue
 import re
-import select
 import signal
 import sys
 import threading
@@ -48,12 +50,18 @@ import time
 from . import contract, network, traffic
 from .forking import no_core_files
 from .options import gpu_for, layout, visible_gpus
+from .reaping import readable
+from .summary import Summary
 from .task import STOP_GRACE_S, Task, stop_group
+from .usage import Usage
 
 EXIT_TIMEOUT = 124
 # Each task checks its flags, so a bad flag makes them all say the same error
 # line: it is shown once.
 USAGE_ERROR = re.compile(r"^\S+: error: ")
+# The start line lists the ports of a job of up to this many tasks, the
+# first few of a bigger one.
+PORTS_LISTED = 8
 # TensorFlow's C++ start-up chatter, which TF_CPP_MIN_LOG_LEVEL does not hide:
 # kept in the task logs, left out of the live stream.
 CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog"
@@ -100,21 +108,29 @@ class Launcher:
         self.readers = []
         # Tasks whose non-zero exit was reported, not counted as a failure.
         self.reported = set()
+        # TensorFlow's chief: the coordinator where there is one, else worker 0.
+        self.chief = "chief:0" if options.coordinator else "worker:0"
+        self.summary = Summary(self.tasks, self.chief, self.show_summary,
+                               on=options.output == "summary")
+        self.usage = Usage(self.tasks, options.start, logdir,
+                           self.contract.progress, self.network.launcher_pid)
 
     def start(self):
         roles, ports, cluster = layout(self.options, self.network.host)
         self.traffic = traffic.for_job(self.measured and self.network, roles,
                                        self.options, self.logdir, self.contract)
-        # TensorFlow's chief: the coordinator where there is one, else worker 0.
-        self.chief = "chief:0" if self.options.coordinator else "worker:0"
         ps_count, worker_count = self.options.ps, self.options.workers
         chief_count = int(self.options.coordinator)
         evaluator_count = int(self.options.evaluator)
+        listed = ", ".join(map(str, ports[:PORTS_LISTED if len(ports) <=
+                                        PORTS_LISTED else 3]))
+        if len(ports) > PORTS_LISTED:
+            listed += f" and {len(ports) - 3} more"
         say(f"{ps_count} ps + {worker_count} worker(s)"
             f"{' + a coordinator' if chief_count else ''}"
-            f"{' + an evaluator' if evaluator_count else ''} of {self.script} on "
-            f"{self.network.description} ports "
-            f"{', '.join(map(str, ports))}; logs and results "
+            f"{' + an evaluator' if evaluator_count else ''} of {self.script}, "
+            f"{self.options.start.describe()}, on "
+            f"{self.network.description} ports {listed}; logs and results "
             f"in {self.logdir}")
         # PYTHONFAULTHANDLER: a task that crashes, or is aborted at --timeout,
         # writes its Python stack to its log.
@@ -137,9 +153,16 @@ class Launcher:
                 self.fork, self.namespace,
                 self.network.disk(self.logdir, job, index, self.options,
                                   self.contract.chief_disk)))
+        self.summary.start()  # before any line is read
         for task in self.tasks:
             self.read(task)
         self.traffic.start()
+        self.usage.start()
+
+    def show_summary(self, line):
+        with self.print_lock:
+            if self.streaming:
+                show(line)
 
     def read(self, task):
         """Starts the thread that pumps the task's current process."""
@@ -166,7 +189,7 @@ class Launcher:
         while output in watched or process in watched:
             left = None if deadline is None else \
                 max(0.0, deadline - time.monotonic())
-            ready = select.select(watched, [], [], left)[0]
+            ready = readable(watched, left)
             if not ready:  # its output is held open by something it started
                 break
             if process in ready:
@@ -202,7 +225,9 @@ class Launcher:
                 # An error goes to stderr, where the user looks for it.
                 print(f"[{task.name}] {line}", file=sys.stderr, flush=True)
                 return
-            if self.streaming and not task.quiet:
+            if self.summary.hides(task):
+                self.summary.note(task, line)  # its log has it
+            elif self.streaming and not task.quiet:
                 show(f"[{task.name}] {line}")
 
     def supervise(self):
@@ -262,6 +287,7 @@ class Launcher:
             finished.add(task)
             if task.job in awaited:
                 workers_left -= 1
+        self.summary.stop(final=True)
         for task, (code, _) in waiting.items():
             self.report(task, code)
         # Every worker is done, so no ps has anything left to serve. A ps
@@ -276,7 +302,7 @@ class Launcher:
             if task.job == "ps" and code and code not in (
                     -signal.SIGTERM, -signal.SIGKILL):
                 self.report(task, code)
-        measured = self.traffic.finish()
+        measured = self.traffic.finish(self.usage.finish())
         if measured:
             say(measured)
         if self.result_missing():
@@ -338,6 +364,8 @@ class Launcher:
         (lost connections, mostly) goes to their logs only."""
         if quiet:  # no lock: a reader may hold it, stuck on a stalled stdout
             self.streaming = False
+        self.summary.stop()
+        self.usage.stop()
         # Each task's reader reaps it, once it and its process group have
         # ended: so that a pid is never signalled after it is reaped (and
         # may be another process's), only the readers wait for the tasks.

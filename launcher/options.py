@@ -1,7 +1,7 @@
 """The launcher's inputs, and what it works out before starting a task:
-its command line, the memory check, the --logdir it uses, free ports and
-GPUs. Nothing here starts or stops a process: that is job.py's and
-task.py's alone.
+its command line, how its tasks start, whether the machine can hold them
+(limits.py), the --logdir it uses, free ports and GPUs. Nothing here starts
+or stops a process: that is job.py's and task.py's alone.
 Standard library only.
 """
 
@@ -13,15 +13,17 @@ import subprocess
 import sys
 import time
 
-from . import PROG, disks, network, shaping
+from . import PROG, LaunchError, contract, disks, forking, limits, network, shaping
 
-# What one task takes at its peak: a Hogwild worker with TensorFlow loaded,
-# training on the synthetic data, measured at 775 MiB resident (VmHWM).
-MEMORY_PER_TASK_MIB = 800
+# The least memory a task takes, however it starts (limits.py).
+MEMORY_PER_TASK_MIB = min(limits.MEMORY_MIB.values())
+# Above this many workers the live stream shows the chief's lines, not the
+# others', which a line every SUMMARY_EVERY_S sums up (summary.py).
+SUMMARY_ABOVE_WORKERS = 4
 # Flags the launcher sets through TF_CONFIG; passing them as well is a mistake.
 CLUSTER_FLAGS = ("--ps_hosts", "--worker_hosts", "--job_name", "--task_index")
 
-RESTARTS_HELP = """\
+RESTARTS_HELP = f"""\
 Restarts (--max_restarts N): a task that dies (a signal) or exits non-zero
 is started again, with the same TF_CONFIG, the same port and the same
 --logdir, up to N restarts in all over the job; exit code 2 (bad input) is
@@ -56,16 +58,18 @@ What the launcher knows of SCRIPT is what its `# /// launch` block
 declares: a preparation step, the chief's progress and result files, the
 disk rule (docs/launcher.md).
 
-LAUNCH_PRELOAD_TENSORFLOW=1 in the environment makes the launcher import
-TensorFlow once and fork every task from itself, instead of starting a new
-Python that imports it again: the same job, for a fraction of the CPU time.
-Set to the socket of a fork server (`python tests/fork_server.py SOCKET`,
-which has imported TensorFlow once), that server forks the tasks of every
-launch: the test suite runs one per test process."""
-
-
-class LaunchError(Exception):
-    """Bad launcher input: one line on stderr, exit code 2."""
+Many workers: a job of more than {forking.FORK_ABOVE_TASKS} tasks is forked from one
+TensorFlow import in the launcher, not a new Python per task (the same job,
+for a fraction of the CPU time and memory). LAUNCH_PRELOAD_TENSORFLOW=1 in
+the environment forks any job, =0 starts a new Python per task whatever
+its size; set to the socket of a fork server (`python tests/fork_server.py
+SOCKET`, which has imported TensorFlow once), that server forks the tasks
+of every launch: the test suite runs one per test process. Before anything
+starts, a job the machine cannot hold (memory, open files, ports, threads)
+is refused in one line. Above {SUMMARY_ABOVE_WORKERS} workers the live output shows the
+chief's lines, the ps's, the evaluator's and every error; the other
+workers' go to their logs, summed up in a line now and then (--output all
+shows them all)."""
 
 
 def parse_command_line(argv):
@@ -103,9 +107,16 @@ def parse_command_line(argv):
                              "task's Python stack ending its log "
                              "(default 600; inf for no limit)")
     parser.add_argument("--ignore_memory_check", action="store_true",
-                        help=f"start even if the tasks (about "
-                             f"{MEMORY_PER_TASK_MIB} MiB each) may not fit "
-                             f"in the memory available")
+                        help="start even if the tasks (about "
+                             f"{limits.MEMORY_MIB['new_python']} MiB each, "
+                             f"{limits.MEMORY_MIB['forked']} forked) may not "
+                             "fit in the memory available")
+    parser.add_argument("--output", choices=("all", "summary"),
+                        help="all: every task's lines, live; summary: the "
+                             "chief's, the ps's and the evaluator's, and for "
+                             "the other workers a line now and then "
+                             f"(default: summary above {SUMMARY_ABOVE_WORKERS} "
+                             "workers, else all)")
     add_network_option(parser)
     parser.add_argument("--bandwidth", metavar="RATE",
                         help="with --network hosts: limit each task's link to "
@@ -133,7 +144,7 @@ def parse_command_line(argv):
                           f"--ps, --workers, --coordinator, --evaluator, "
                           f"--max_restarts, --restart_group, --timeout, "
                           f"--network, --bandwidth, --latency, "
-                          f"--disk_on_restart and "
+                          f"--disk_on_restart, --output and "
                           f"--ignore_memory_check")
     if split + 1 >= len(argv):
         raise LaunchError("no script given after --")
@@ -172,8 +183,25 @@ def parse_command_line(argv):
         raise LaunchError(f"--timeout must be positive, got {options.timeout}")
     if not os.path.isfile(script):
         raise LaunchError(f"script {script} not found (from {os.getcwd()})")
-    if not options.ignore_memory_check:
-        check_memory(task_count(options))
+    if options.output is None:
+        options.output = ("summary" if options.workers > SUMMARY_ABOVE_WORKERS
+                          else "all")
+    if {"-h", "--help"} & set(script_args):
+        return options, parser, script, script_args  # the script's help
+    options.start = forking.start_mode(os.environ.get(forking.PRELOAD),
+                                       task_count(options))
+    # Once, by the launcher the user started; not again inside the job's
+    # namespace.
+    if not network.inside():
+        try:
+            declared = contract.read(script).memory_mib
+        except contract.ContractError as error:
+            raise LaunchError(str(error)) from None
+        refusal = limits.refusal(task_count(options), options.start,
+                                 options.network, options.ignore_memory_check,
+                                 declared)
+        if refusal:
+            raise LaunchError(refusal)
     return options, parser, script, script_args
 
 
@@ -189,24 +217,6 @@ def check_tensorflow():
                           f"run `make venv` in the repository, or activate an "
                           f"environment with `pip install -r "
                           f"requirements.txt`")
-
-
-def check_memory(tasks):
-    """LaunchError if `tasks` TensorFlow processes would not fit in the
-    memory available now: started anyway, they would exhaust it."""
-    try:
-        with open("/proc/meminfo") as stream:
-            fields = dict(line.split(":", 1) for line in stream)
-        available_mib = int(fields["MemAvailable"].split()[0]) // 1024
-    except (OSError, KeyError, ValueError):
-        return  # not Linux: nothing to compare with
-    needed_mib = tasks * MEMORY_PER_TASK_MIB
-    if needed_mib > available_mib:
-        raise LaunchError(
-            f"{tasks} tasks need about {needed_mib / 1024:.1f} GiB "
-            f"({MEMORY_PER_TASK_MIB} MiB each) but only "
-            f"{available_mib / 1024:.1f} GiB is available; use fewer "
-            f"--workers, or pass --ignore_memory_check to start anyway")
 
 
 def add_network_option(parser):

@@ -16,6 +16,7 @@ namespace.
 
 import ctypes
 import errno
+import math
 import os
 import queue
 import select
@@ -108,9 +109,24 @@ def exited(process):
     if process.returncode is not None:  # reaped already
         return True
     try:
-        return bool(select.select([process], [], [], 0)[0])
+        return bool(readable([process], 0))
     except ValueError:  # a Served task's connection, closed as it was reaped
         return True
+
+
+def readable(watched, timeout=None):
+    """Those of `watched` (fds, or objects with a fileno()) that are readable,
+    or hung up, within `timeout` s (None: no limit). poll(), as select()
+    does not, takes the fds above 1023 that a job of some hundred tasks
+    gives the launcher; ValueError for a closed one, as select()."""
+    poller, by_fd = select.poll(), {}
+    for item in watched:
+        fd = item if isinstance(item, int) else item.fileno()
+        poller.register(fd, select.POLLIN)
+        by_fd[fd] = item
+    milliseconds = None if timeout is None or timeout >= threading.TIMEOUT_MAX \
+        else min(math.ceil(timeout * 1000), 2**31 - 1)
+    return [by_fd[fd] for fd, _ in poller.poll(milliseconds)]
 
 
 def with_deadline(process, sig, timeout):
@@ -128,7 +144,7 @@ def with_deadline(process, sig, timeout):
 
 
 class Spawned(subprocess.Popen):
-    """A task started as a new process, with a pidfd that select() sees
+    """A task started as a new process, with a pidfd that poll() sees
     readable once it has exited, without reaping it: the pid, and so the
     process group, stays this task's until its reader reaps it."""
 

@@ -38,13 +38,16 @@ class Task:
         # says as it dies (lost peers, mostly) goes to its log only.
         self.quiet = False
         self.process = None
+        self.restarts = 0
         self.spawn()
 
     def spawn(self):
         """Starts the task's process (again, after a restart: same command,
         same TF_CONFIG, same log file), in the job's PID namespace."""
-        if self.process is not None and self.disk and self.disk.empty_on_restart:
-            self.disk.renew()
+        if self.process is not None:
+            self.restarts += 1
+            if self.disk and self.disk.empty_on_restart:
+                self.disk.renew()
         if self.processes is None or self.fork not in (None, LAUNCHER):
             self.start()
         else:

@@ -153,9 +153,11 @@ class Traffic:
                 self.first = self.first or taken
                 self.last = taken
 
-    def finish(self):
-        """Stops measuring and writes launch.json; returns the line to show,
-        or None."""
+    def finish(self, sections=None):
+        """Stops measuring and writes launch.json, with `sections` besides
+        its own (usage.py's; their "timeline" joins this one's); returns
+        the line to show, or None."""
+        sections = dict(sections or {})
         self.stopping.set()
         if self.sampler is not None:
             self.sampler.join()
@@ -165,8 +167,9 @@ class Traffic:
         if self.fresh_result():
             timeline["launch_to_result_s"] = round(
                 os.path.getmtime(self.result) - self.launched, 2)
+        timeline.update(sections.pop("timeline", {}))
         network = self.measure() if self.sampler is not None else None
-        report = {**({"network": network} if network else {}),
+        report = {**({"network": network} if network else {}), **sections,
                   **({"timeline": timeline} if timeline else {})}
         if not report:
             return None

@@ -52,11 +52,12 @@ def tf_config(cluster, task_type, index):
 
 
 def more_workers_than_fit():
-    """--workers for a job whose tasks cannot fit in the memory available."""
+    """--workers for a job whose tasks cannot fit in the memory available:
+    half as many again as fit now, as other jobs may free some meanwhile."""
     with open("/proc/meminfo") as stream:
         available_kib = int(next(line for line in stream
                                  if line.startswith("MemAvailable")).split()[1])
-    return max(64, available_kib // 1024 // MEMORY_PER_TASK_MIB + 1)
+    return max(64, available_kib // 1024 // MEMORY_PER_TASK_MIB * 3 // 2)
 
 
 # (id, command, TF_CONFIG, the words the one error line must hold). In a

@@ -166,7 +166,8 @@ def test_a_signal_to_the_launcher_stops_every_task(sent, code, word, run_dir):
 def test_sigkill_to_the_launcher_still_ends_every_task(path, run_dir):
     job = Running(launch(run_dir, mode="hang"))
     try:
-        pids = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)", 30).group(1))
+        pids = [int(job.wait_for_line(rf"\[{name}\] ready pid=(\d+)",
+                                      LAUNCH_S).group(1))
                 for name in ("ps:0", "worker:0", "worker:1")]
         job.process.send_signal(signal.SIGKILL)
         job.process.wait(timeout=10)

@@ -1,7 +1,8 @@
 """Nothing of a job outlives its launcher: its tasks and what they started,
 in every --network mode, whether the job succeeds, fails, is stopped by
 SIGTERM or its launcher is SIGKILLed; restarts and a ps failing in its own
-shutdown. Fake tasks, no TensorFlow."""
+shutdown; 40 workers. Fake tasks, no TensorFlow (tests/stand_in's, where
+the launcher imports it)."""
 
 import os
 import signal
@@ -14,12 +15,14 @@ from conftest import (
     Running,
     processes_mentioning,
     run,
+    users_environment,
     wait_until_gone,
 )
 from launcher import network
 from launcher.forking import PRELOAD
 
 FAKE = os.path.join(REPO, "tests", "fake_task.py")
+STAND_IN = os.path.join(REPO, "tests", "stand_in")
 NO_NAMESPACES = network.namespaces_unavailable()
 # What the launcher stops a job with, and how long a process may take to go.
 GONE_WITHIN_S = 30
@@ -87,6 +90,35 @@ def test_a_stopped_launcher_leaves_no_task_nor_child(mode, ending, run_dir):
             os.kill(inner, signal.SIGKILL)
             assert job.finish(timeout=30)[0] == 128 + signal.SIGKILL
         job.process.wait(timeout=30)
+        assert all(wait_until_gone(pid, GONE_WITHIN_S) for pid in pids)
+    finally:
+        job.kill()
+
+
+@pytest.mark.parametrize("start, said", [
+    ("new Python", "each task a new Python (LAUNCH_PRELOAD_TENSORFLOW=0)"),
+    ("forked", "tasks forked from one TensorFlow import (more than 8 tasks)")],
+    ids=["new_python", "forked"])
+def test_forty_workers_stopped_leave_no_task_nor_child(start, said, run_dir):
+    """Each a new Python, or forked from the launcher, as a job of so many
+    tasks is by default (LAUNCH_PRELOAD_TENSORFLOW unset)."""
+    logdir = run_dir / "run"
+    env = None
+    if start == "forked":
+        env = {**users_environment(), "PYTHONPATH": STAND_IN}
+    job = Running(launch(logdir, "private", "hang", "--workers", "40",
+                         "--output", "all", "--ignore_memory_check"), env=env)
+    try:
+        assert said in job.wait_for_line(r"^\[launch\] ", GONE_WITHIN_S).string
+        names = ["ps:0"] + [f"worker:{index}" for index in range(40)]
+        ready = [job.wait_for_line(
+            rf"\[{name}\] ready pid=(\d+) .* child=(\d+)$", GONE_WITHIN_S).groups()
+            for name in names]
+        pids = {int(pid) for pair in ready for pid in pair}
+        assert len(pids) == 82
+        pids |= set(processes_mentioning(str(logdir)))  # + the launchers
+        job.process.send_signal(signal.SIGTERM)
+        assert job.finish(timeout=GONE_WITHIN_S)[0] == 143
         assert all(wait_until_gone(pid, GONE_WITHIN_S) for pid in pids)
     finally:
         job.kill()
