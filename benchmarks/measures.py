@@ -102,11 +102,11 @@ def scale_figures(result):
     step, where the run measured them."""
     figures = {"train_accuracy": result.get("train_accuracy"),
                "diverged": diverged(result)}
-    overall = result.get("staleness", {}).get("overall", {})
+    overall = result.get("staleness_in_commits", {}).get("overall", {})
     for key in ("mean", "p50", "p95", "max"):
         figures[f"staleness_{key}"] = overall.get(key)
     memory = result.get("memory", {})
-    figures["memory_mib_per_task"] = memory.get("peak_mib_per_task")
+    figures["memory_mib_per_task"] = memory.get("peak_pss_per_task_mib")
     figures["first_step_s"] = result.get("timeline", {}).get(
         "launch_to_first_progress_s")
     return figures

@@ -5,6 +5,7 @@ what one of its global steps trains on. No TensorFlow here: each script is
 stopped where it has resolved --epochs, before it loads TensorFlow."""
 
 import importlib.util
+import json
 import math
 import sys
 
@@ -212,3 +213,21 @@ def test_schemes_with_local_steps_keep_their_optimizer_by_default(folder,
         folder]
     for choice in flags.WORKER_OPTIMIZERS:
         assert real(parser, ["--worker_optimizer", choice]).worker_optimizer == choice
+
+
+@pytest.mark.parametrize("task, per_step, given, every", [
+    # Asynchronous: 40 workers share 4,000 global steps, 100 local steps each.
+    ({"type": "worker", "index": 0}, 100, [], 10),
+    # Synchronous: every worker takes part in each of the 4,000.
+    ({"type": "worker", "index": 0}, 40 * 100, [], 400),
+    # A coordinator schedules every step itself.
+    ({"type": "chief", "index": 0}, 100, [], 400),
+    # Given, it is kept.
+    ({"type": "worker", "index": 0}, 100, ["--log_every", "7"], 7)])
+def test_each_worker_prints_about_ten_progress_lines(task, per_step, given, every,
+                                                     monkeypatch):
+    cluster = {"worker": [f"host:{port}" for port in range(40)], "ps": ["ps:1"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+    args = flags.parse(parser_for(), ["--train_steps", "4000", *given])
+    flags.set_train_steps(args, examples_per_step=per_step)
+    assert args.log_every == every

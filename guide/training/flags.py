@@ -189,7 +189,7 @@ def make_parser(doc, script_file, *, cluster_flags=True, train_steps=TRAIN_STEPS
                                "folder under the example's runs/)")
     training.add_argument("--log_every", type=int, default=0,
                           help="print progress every this many local steps "
-                               "(0: about ten lines per run)")
+                               "(0: about ten lines from each worker)")
     training.add_argument("--save_checkpoint_steps", type=int, default=0,
                           help="the chief writes a checkpoint every this "
                                "many global steps, which a restarted task "
@@ -250,6 +250,8 @@ def parse(parser, argv=None):
         raise UsageError(f"--hidden_layers {widths} makes "
                          f"a model of {parameters:,} parameters, more than "
                          f"{MAX_PARAMETERS:,}; use narrower or fewer layers")
+    # Whether --log_every is this module's to choose (set_train_steps).
+    args.auto_log_every = args.log_every == 0
     if args.train_steps is not None:
         _fill_step_defaults(args)
     return args
@@ -266,7 +268,29 @@ def set_train_steps(args, examples_per_step):
                                                          args.validation))
         args.train_steps = max(1, -(-examples // examples_per_step))
         _fill_step_defaults(args)
+    if getattr(args, "auto_log_every", False):
+        # About ten progress lines from each worker, the chief's included,
+        # however many workers share the global steps.
+        sharing = workers_sharing_steps(args, examples_per_step)
+        args.log_every = max(1, args.train_steps // (10 * sharing))
     return args.train_steps
+
+
+def workers_sharing_steps(args, examples_per_step):
+    """How many workers' local steps make up the global steps: all of them
+    where a global step is one worker's minibatch (the asynchronous
+    schemes), else 1 (each worker takes part in every global step). From
+    TF_CONFIG, else the cluster flags; 1 for any task but a worker."""
+    if examples_per_step != args.batch_size:
+        return 1
+    try:
+        config = json.loads(os.environ["TF_CONFIG"])
+        job, workers = config["task"]["type"], len(config["cluster"]["worker"])
+    except (KeyError, TypeError, ValueError):
+        job = getattr(args, "job_name", "")
+        workers = len([host for host in getattr(args, "worker_hosts", "").split(",")
+                       if host])
+    return max(1, workers) if job == "worker" else 1
 
 
 def training_set_size(dataset, validation):
