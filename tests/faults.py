@@ -208,11 +208,15 @@ def main():
                         help="with --network hosts: the launcher's "
                              "--disk_on_restart (default empty)")
     args = parser.parse_args()
-    flags = ["--network", args.network, "--workers", str(args.workers)]
-    steps = args.steps * max(1, args.workers // 2)
+    flags = ["--network", args.network]
     if args.network == "hosts":
         flags += ["--disk_on_restart", args.disk_on_restart]
-    print(f"launcher flags: {' '.join(flags)}", flush=True)
+    # Every worker's progress lines, which say when each is back.
+    flags += ["--output", "all"]
+    steps = args.steps * max(1, args.workers // 2)
+    print(f"launcher flags: {' '.join(flags)} --workers {args.workers}",
+          flush=True)
+    flags_with_workers = flags + ["--workers", str(args.workers)]
     rng = random.Random(args.seed)
     scratch = tempfile.mkdtemp(prefix="faults-")
     all_survived = True
@@ -226,7 +230,7 @@ def main():
             code, _, _ = three_kills(
                 logdir, script,
                 asynchronous=not examples.BY_FOLDER[example].synchronous,
-                train_steps=steps, launcher_flags=flags[:-2],
+                train_steps=steps, launcher_flags=flags,
                 workers=args.workers)
             ok, what = judged(logdir, code, steps)
         except Exception as error:  # noqa: BLE001 - reported, then the next
@@ -242,7 +246,7 @@ def main():
         started = time.monotonic()
         try:
             code, _, lost = group_kills(logdir, example, train_steps=steps,
-                                        launcher_flags=flags)
+                                        launcher_flags=flags_with_workers)
             ok, what = judged(logdir, code, steps)
             what += f", steps lost {lost}"
         except Exception as error:  # noqa: BLE001 - reported, then the next
@@ -256,7 +260,7 @@ def main():
         for number in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{number}")
             ok, victim, steps_lost, seconds, final = run_once(
-                example, steps, args.timeout, logdir, rng, flags)
+                example, steps, args.timeout, logdir, rng, flags_with_workers)
             survived += ok
             lost.append(steps_lost)
             if seconds is not None:
