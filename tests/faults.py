@@ -171,6 +171,15 @@ def group_kills(logdir, folder, train_steps=600, checkpoint_steps=40,
     return code, output, lost
 
 
+def steps_for(example, steps, workers):
+    """Global steps for a run of `example`: with more than 2 workers an
+    asynchronous one's are shared, so it gets as many per 2 workers; each
+    worker takes part in every step of a synchronous one."""
+    if examples.BY_FOLDER[example].synchronous:
+        return steps
+    return steps * max(1, workers // 2)
+
+
 def judged(logdir, code, steps=600):
     """Whether a killed run survived (it finished its `steps` with a sane
     accuracy), and what to print of it."""
@@ -190,8 +199,8 @@ def main():
                              "three kills in one run)")
     parser.add_argument("--steps", type=int, default=600,
                         help="global steps per run with 2 workers; with more, "
-                             "this many per 2 workers, so that each still "
-                             "trains as long")
+                             "an asynchronous example runs this many per 2 "
+                             "workers, so that each still trains as long")
     parser.add_argument("--workers", type=int, default=2,
                         help="workers per run (`make faults WORKERS=16`)")
     parser.add_argument("--timeout", type=int, default=300,
@@ -213,7 +222,6 @@ def main():
         flags += ["--disk_on_restart", args.disk_on_restart]
     # Every worker's progress lines, which say when each is back.
     flags += ["--output", "all"]
-    steps = args.steps * max(1, args.workers // 2)
     print(f"launcher flags: {' '.join(flags)} --workers {args.workers}",
           flush=True)
     flags_with_workers = flags + ["--workers", str(args.workers)]
@@ -230,9 +238,10 @@ def main():
             code, _, _ = three_kills(
                 logdir, script,
                 asynchronous=not examples.BY_FOLDER[example].synchronous,
-                train_steps=steps, launcher_flags=flags,
-                workers=args.workers)
-            ok, what = judged(logdir, code, steps)
+                train_steps=steps_for(example, args.steps, args.workers),
+                launcher_flags=flags, workers=args.workers)
+            ok, what = judged(logdir, code, steps_for(example, args.steps,
+                                                      args.workers))
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
         all_survived &= ok
@@ -245,9 +254,9 @@ def main():
         logdir = os.path.join(scratch, f"{example}-group-kills")
         started = time.monotonic()
         try:
-            code, _, lost = group_kills(logdir, example, train_steps=steps,
+            code, _, lost = group_kills(logdir, example, train_steps=args.steps,
                                         launcher_flags=flags_with_workers)
-            ok, what = judged(logdir, code, steps)
+            ok, what = judged(logdir, code, args.steps)
             what += f", steps lost {lost}"
         except Exception as error:  # noqa: BLE001 - reported, then the next
             ok, what = False, f"{type(error).__name__}: {error}"[:300]
@@ -260,7 +269,8 @@ def main():
         for number in range(1, args.runs + 1):
             logdir = os.path.join(scratch, f"{example}-{number}")
             ok, victim, steps_lost, seconds, final = run_once(
-                example, steps, args.timeout, logdir, rng, flags_with_workers)
+                example, steps_for(example, args.steps, args.workers),
+                args.timeout, logdir, rng, flags_with_workers)
             survived += ok
             lost.append(steps_lost)
             if seconds is not None:
