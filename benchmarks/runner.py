@@ -48,7 +48,7 @@ def execute(argv, env, timeout, log_path):
 
 def result_of(logdir):
     """A finished run's result.json, with what the launcher measured of it
-    (launch.json: "network" and "timeline") added."""
+    (launch.json: "network", "timeline", "tasks" and "memory") added."""
     with open(os.path.join(logdir, "result.json")) as stream:
         result = json.load(stream)
     with contextlib.suppress(FileNotFoundError), \

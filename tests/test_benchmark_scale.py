@@ -83,7 +83,7 @@ def made_up(scheme, workers, late, window=None, table="workers", code="c1",
     if window is not None:
         run["window"] = window
     measures = {"command_s": 60.0, "late_accuracy": late, "test_accuracy": late,
-                "train_accuracy": late + 0.01, "examples_per_training_s": 20_000,
+                "train_accuracy": late + 0.01, "examples_per_s": 20_000,
                 "diverged": late <= 0.15, **measured}
     record = {"suite": "scale", "report": "scale", "run": run,
               "label": suites.label(run), "command": "bash run.sh",
@@ -121,8 +121,8 @@ def test_a_suite_that_spans_code_changes_resumes_and_tables_the_newest(tmp_path)
 def test_the_scale_report_says_where_each_scheme_holds_and_breaks(tmp_path):
     records = [made_up("Hogwild", n, accuracy, staleness_mean=mean,
                        staleness_p95=mean * 2, staleness_max=mean * 3,
-                       first_step_s=startup, memory_mib_per_task=300,
-                       examples_per_training_s=rate)
+                       startup_s=startup, memory_mib_per_task=300,
+                       examples_per_s=rate)
                for n, accuracy, mean, startup, rate in (
                    (2, 0.975, 1.0, 4.0, 27_000), (8, 0.974, 6.5, 8.0, 30_000),
                    (16, 0.972, 15.8, 11.0, 28_000), (40, 0.96, 30.0, 22.0, 18_000))]

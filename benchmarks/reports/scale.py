@@ -56,7 +56,7 @@ def staleness_cell(figures):
 
 def baseline_rate(records, scheme):
     """The scheme's examples per second with 2 workers, if measured."""
-    return next((record["measures"]["examples_per_training_s"]
+    return next((record["measures"]["examples_per_s"]
                  for record in records if ok(record)
                  and record["run"]["scheme"] == scheme
                  and record["run"].get("workers") == 2), None)
@@ -67,7 +67,7 @@ def row_cells(record, records):
     if not ok(record):
         return [f"failed: {record['error'][:80]}"] + ["–"] * 7
     base = baseline_rate(records, record["run"]["scheme"])
-    rate = figures.get("examples_per_training_s")
+    rate = figures.get("examples_per_s")
     ratio = f"{rate / base:.2f}" if base and rate else "–"
     to_97 = figures.get("examples_to_97")
     return [accuracy_cell(figures),
@@ -116,24 +116,24 @@ def cost_rows(records):
     for record in runs:
         figures = record["measures"]
         row = {"workers": record["run"]["workers"],
-               "startup_s": figures.get("first_step_s"),
+               "startup_s": figures.get("startup_s"),
                "memory_mib": figures.get("memory_mib_per_task"),
-               "rate": figures.get("examples_per_training_s")}
+               "rate": figures.get("examples_per_s")}
         if base:
             base_figures = base["measures"]
-            if row["startup_s"] and base_figures.get("first_step_s"):
+            if row["startup_s"] and base_figures.get("startup_s"):
                 row["startup_ratio"] = round(
-                    row["startup_s"] / base_figures["first_step_s"], 2)
-            if row["rate"] and base_figures.get("examples_per_training_s"):
+                    row["startup_s"] / base_figures["startup_s"], 2)
+            if row["rate"] and base_figures.get("examples_per_s"):
                 row["rate_ratio"] = round(
-                    row["rate"] / base_figures["examples_per_training_s"], 2)
+                    row["rate"] / base_figures["examples_per_s"], 2)
         rows.append(row)
     return rows
 
 
 def cost_table(records):
     return common.table(
-        ["workers", "start-up to the first step", "× 2 workers",
+        ["workers", "start-up", "× 2 workers",
          "memory per task", "examples/s", "× 2 workers"],
         [(row["workers"], common.shown(row["startup_s"], 1, " s"),
           common.shown(row.get("startup_ratio")),
@@ -237,15 +237,17 @@ def section(group):
              "*diverged*: a loss that is not finite, or a test accuracy at "
              "chance. *Staleness*: commits that reached the central copy "
              "between a worker's pull and its commit, over the run's commits "
-             "(mean / 95th percentile / max). *× 2 workers*: examples per "
-             "second of training against the same scheme's 2-worker run; the "
-             "two cores bound both.", ""]
+             "(mean / 95th percentile / max). *× 2 workers*: the job's "
+             "examples per second against the same scheme's 2-worker run; "
+             "the two cores bound both.", ""]
     if workers:
         parts += ["## Workers", ""] + workers_table(workers) + [""]
         parts += [f"## What many workers cost: {REFERENCE}", "",
-                  "*Start-up*: the launch to the chief's first progress line; "
-                  "*memory per task*: the job's peak proportional set size "
-                  "over its tasks.", ""] + cost_table(workers) + [""]
+                  "*Start-up*: the launch to the chief's RESULT line, less "
+                  "its training and its first and last evaluations; *memory "
+                  "per task*: the job's peak proportional set size over its "
+                  "tasks; *examples/s*: the job's, over the chief's training "
+                  "time.", ""] + cost_table(workers) + [""]
     if windows:
         parts += ["## Windows, at 16 workers", ""] + windows_table(windows) + [""]
     if workers:
