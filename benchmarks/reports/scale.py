@@ -98,8 +98,7 @@ def windows_table(records):
                               if record["run"]["scheme"] == scheme),
                              key=lambda record: record["run"].get("window", 0)):
             cells = row_cells(record, records)
-            rows.append([scheme, record["run"].get("window", "–")]
-                        + cells[:5] + [cells[5]])
+            rows.append([scheme, record["run"].get("window", "–")] + cells[:6])
     return common.table(["scheme", "window", "late test acc", "train acc",
                          "final test acc", "examples to 97%",
                          "staleness mean / p95 / max", "examples/s"], rows)
@@ -256,6 +255,14 @@ def section(group):
     return parts
 
 
+def plotted_accuracy(record):
+    """The late accuracy a plot shows: 0 for a run that diverged, a gap
+    where none was measured."""
+    if record["measures"].get("diverged"):
+        return 0.0
+    return record["measures"].get("late_accuracy") or math.nan
+
+
 def plots(group, folder):
     plt = common.pyplot()
     written = []
@@ -269,9 +276,7 @@ def plots(group, folder):
                            if record["run"]["scheme"] == scheme),
                           key=lambda record: record["run"]["workers"])
             counts = [record["run"]["workers"] for record in runs]
-            accuracy = [0.0 if record["measures"].get("diverged") else
-                        record["measures"].get("late_accuracy") or math.nan
-                        for record in runs]
+            accuracy = [plotted_accuracy(record) for record in runs]
             style = {"color": colours[index % len(colours)], "marker": "o",
                      "linewidth": 1.2}
             accuracy_axes.plot(counts, accuracy, label=scheme, **style)
@@ -305,9 +310,8 @@ def plots(group, folder):
                            if record["run"]["scheme"] == scheme),
                           key=lambda record: record["run"]["window"])
             axes.plot([record["run"]["window"] for record in runs],
-                      [0.0 if record["measures"].get("diverged") else
-                       record["measures"].get("late_accuracy") or math.nan
-                       for record in runs], marker="o", label=scheme)
+                      [plotted_accuracy(record) for record in runs],
+                      marker="o", label=scheme)
         axes.set(xscale="log", xlabel="communication window (local steps)",
                  ylabel="late MNIST test accuracy",
                  title="16 workers: accuracy against the window (0: diverged)")
