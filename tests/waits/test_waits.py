@@ -110,7 +110,10 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
     the lock, and the chief restores the last checkpoint into the new ps 1
     with nothing to put back in the lock."""
     logdir = run_dir / "run"
-    run, port = start(logdir, DYNAMIC_SGD, ps=2, network="host")
+    # 4,000 steps: 400 took about 3 s here, so on a loaded machine the run
+    # could end between the chief's line at step 80 and the pause, and then
+    # no run is left to hold the lock.
+    run, port = start(logdir, DYNAMIC_SGD, ps=2, network="host", steps=4000)
     try:
         next_step(run, "worker:0", at_least=80)
         pause(logdir, "ps", 1)
@@ -118,7 +121,7 @@ def test_dynamic_sgd_survives_a_ps_lost_under_its_lock(run_dir):
         kill(run, logdir, "ps", 1, 1)
         assert probe.took_it_within(30), "the failed run's lock stayed taken"
         restored_step(run)
-        finish(run, logdir)
+        finish(run, logdir, at_least=4000)
     finally:
         run.kill()
 
