@@ -1,5 +1,6 @@
 """What the chief reports at the end of a run."""
 
+import json
 import math
 
 import numpy as np
@@ -155,3 +156,24 @@ def test_the_result_line_shows_the_staleness_briefly(tmp_path, capsys):
     assert capsys.readouterr().out == (
         "RESULT algorithm=hogwild staleness_in_commits=mean:1.25,p95:3,max:3\n")
     assert read_result(tmp_path)["staleness_in_commits"] == staleness
+
+
+def test_the_chiefs_first_step_is_in_its_progress_file(tmp_path, capsys):
+    """The launcher times start-up to the first record of the chief's
+    progress file. A chief that trains few of the steps (one of 16 workers
+    that also evaluates took 21 of them) may print no progress line, so its
+    first step writes a record, and only that step does."""
+    import tensorflow as tf
+
+    from guide.training import report
+
+    hook = report.ProgressHook(tf.constant(0), tf.constant(0.0), every_n_steps=100,
+                               examples_per_step=128, summary_dir=str(tmp_path))
+    for step in (7, 8, 9):
+        values = tf.compat.v1.train.SessionRunValues(
+            results={"global_step": step, "loss": 0.5}, options=None,
+            run_metadata=None)
+        hook.after_run(None, values)
+    records = (tmp_path / report.PROGRESS_FILE).read_text().splitlines()
+    assert [json.loads(record)["global_step"] for record in records] == [7]
+    assert "global_step" not in capsys.readouterr().out

@@ -51,6 +51,11 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         before = self._local_step
         self._local_step += self._steps_per_run
         self._latest = run_values.results
+        if before == 0 and self._summary_dir:
+            # The chief's first step, in the progress file only: with many
+            # workers its first line may come late or never (it trains few
+            # of the steps), and the launcher times start-up to this record.
+            record_progress(self._summary_dir, run_values.results["global_step"])
         if self._local_step // self._every_n_steps == before // self._every_n_steps:
             return
         step, loss = (run_values.results["global_step"],
