@@ -45,8 +45,11 @@ from carry_over_grids import (
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RESULTS = os.path.join(HERE, "results")
-# The RESULT fields on staleness that runs.json keeps, where a scheme has them.
-STALENESS = ("mean_staleness", "staleness_histogram", "mean_commit_scale")
+# The RESULT fields on staleness that runs.json keeps, where a scheme has them:
+# staleness_in_commits is the distribution every asynchronous scheme records
+# now; the stored runs of Dynamic-SGD carry the staleness_histogram it had.
+STALENESS = ("mean_staleness", "staleness_in_commits", "staleness_histogram",
+             "mean_commit_scale")
 # --jobs runs start together: one of them makes a variant's copy, the others wait.
 _making_trees = threading.Lock()
 
