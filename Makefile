@@ -11,6 +11,8 @@
 # `make ui-test` checks TensorBoard in headless Chromium (about 3 min);
 # `make test-ray` runs Multi-Worker-Mirrored-Strategy under Ray Train on a
 # two-node Ray cluster (needs root; `make ray` installs Ray alone);
+# `make test-simulator` checks the simulator (python -m simulator), which
+# `make simgrid` makes the venv able to run;
 # `make faults` kills a random task of every example at a random moment, 5
 # runs each (tens of minutes), and reports what survived (`make faults
 # WORKERS=16`: with 16 workers).
@@ -22,7 +24,7 @@ PY := $(VENV)/bin/python
 	bench-quick bench-network bench-startup bench-steps bench-scale bench-thesis \
 	test-bench tensorboard ui-test ray test-ray test-real-data test-waits \
 	test-sessions test-users-path test-load test-recovery test-network test-scale \
-	clean
+	simgrid test-simulator clean
 
 venv: $(VENV)/.installed
 
@@ -46,13 +48,34 @@ tools:
 	@command -v ip >/dev/null && command -v tc >/dev/null || { \
 		apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
 
+# SimGrid's Python bindings, for the simulator (python -m simulator): Debian's
+# python3-simgrid, built for the system's Python 3.11. A link to its one
+# module in the venv's site-packages lets .venv (Python 3.11 too) import it
+# without seeing the rest of the system's packages.
+SIMGRID_MODULE = $(firstword $(wildcard /usr/lib/python3/dist-packages/simgrid.cpython-*.so))
+simgrid: venv
+	@test -n "$(SIMGRID_MODULE)" || { apt-get update -qq && \
+		apt-get install -y -qq python3-simgrid >/dev/null; }
+	@$(PY) -c "import simgrid" 2>/dev/null || { \
+		module=$$(ls /usr/lib/python3/dist-packages/simgrid.cpython-*.so) && \
+		ln -sf "$$module" "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/" && \
+		$(PY) -c "import simgrid" 2>/dev/null || { echo "python3-simgrid's \
+		$$module is not for .venv's Python; make .venv with Python 3.11" >&2; exit 2; }; }
+
 # Three test processes: on two cores a run's tasks mostly wait on each other.
 # The restart tests and the network's have targets of their own, to keep
 # this one short.
 NETWORK_TESTS := tests/test_traffic.py tests/test_hosts.py tests/test_network.py
 test: lint tools
 	$(PY) -m pytest -n 3 --ignore=tests/test_recovery.py \
+		--ignore=tests/test_simulator.py \
 		$(foreach file,$(NETWORK_TESTS),--ignore=$(file))
+
+# Not part of `make test` (about a minute): the simulator's timing against
+# the formulas, every scheme learning in it, its defaults and bad input
+# (tests/test_simulator.py).
+test-simulator: venv simgrid
+	$(PY) -m pytest -p no:cacheprovider -n 3 tests/test_simulator.py
 
 # Not part of `make test` (about a minute and a half): tasks killed and
 # restarted, on separate disks (tests/test_recovery.py).

@@ -1,5 +1,8 @@
-"""NumPy re-implementations of the update rules, as each example's README
-states them (after its paper).
+"""The update rules as each example's README states them (after its
+paper), replayed for the fidelity tests: the events are the simulator's
+(simulator/rules.py), one NumPy implementation for both; this module plays
+them in the order of a run of one worker, of a synchronous round, or of a
+recorded order of commits.
 
 Parameters are dicts of float64 arrays keyed by the checkpoint's variable
 names; the fidelity tests run a script for a few communication windows and
@@ -12,10 +15,10 @@ import itertools
 
 import numpy as np
 
+from simulator import rules
+from simulator.rules import Adam, names  # noqa: F401 (the tests' names)
+
 NAMES = ("hidden/weights", "hidden/biases", "output/weights", "output/biases")
-ADAGRAD_INITIAL_ACCUMULATOR = 0.1  # tf.compat.v1.train.AdagradOptimizer's
-# tf.compat.v1.train.AdamOptimizer's β1, β2 and ε (Keras 2.0's).
-ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON = 0.9, 0.999, 1e-8
 
 # TensorFlow computes a hidden unit's pre-activation in float32 from float32
 # parameters, these rules in float64 from float64 ones, and the two
@@ -29,61 +32,26 @@ KINK = 1e-6
 _kinks = {"active": False, "call": 0, "seen": [], "other_side": frozenset()}
 
 
-def names(hidden_layers):
-    """The variable names of the model with these hidden layers' widths, as
-    guide/training/model.py names them: hidden/, hidden_2/, ..., output/."""
-    scopes = ["hidden"] + [f"hidden_{number}"
-                           for number in range(2, len(hidden_layers) + 1)]
-    return tuple(f"{scope}/{kind}" for scope in [*scopes, "output"]
-                 for kind in ("weights", "biases"))
-
-
-def _layers(params):
-    """The layers' scopes in `params`, from the input to the output."""
-    scopes = ["hidden"]
-    while f"hidden_{len(scopes) + 1}/weights" in params:
-        scopes.append(f"hidden_{len(scopes) + 1}")
-    return [*scopes, "output"]
-
-
 def gradients(params, images, labels):
-    """Gradient of the mean cross-entropy of the MLP of ReLU hidden layers
-    in `params` (784-128-10 with NAMES)."""
-    scopes = _layers(params)
+    """rules.gradients, where, inside `taking_other_side`, each ReLU within
+    KINK of its kink is noted and the chosen ones take the other side."""
     call = _kinks["call"]
-    if _kinks["active"]:
-        _kinks["call"] += 1
-    inputs = [images.astype(np.float64)]  # each layer's
-    actives = []
-    for layer, scope in enumerate(scopes[:-1]):
-        weights, biases = params[f"{scope}/weights"], params[f"{scope}/biases"]
-        before_relu = inputs[-1] @ weights + biases
+    if not _kinks["active"]:  # float64's sides, as they are
+        return rules.gradients(params, images, labels)
+    _kinks["call"] += 1
+
+    def relu_active(layer, before_relu, inputs, weights, biases):
         active = before_relu > 0
-        if _kinks["active"]:  # else float64's sides, as they are
-            scale = np.abs(inputs[-1]) @ np.abs(weights) + np.abs(biases)
-            for example, unit in zip(*np.nonzero(np.abs(before_relu)
-                                                 <= KINK * scale)):
-                entry = (call, layer, int(example), int(unit))
-                _kinks["seen"].append(
-                    (abs(before_relu[example, unit]) / scale[example, unit], entry))
-                if entry in _kinks["other_side"]:
-                    active[example, unit] = not active[example, unit]
-        actives.append(active)
-        inputs.append(np.maximum(before_relu, 0))
-    logits = inputs[-1] @ params["output/weights"] + params["output/biases"]
-    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
-    probabilities /= probabilities.sum(axis=1, keepdims=True)
-    d_outputs = probabilities
-    d_outputs[np.arange(len(labels)), labels] -= 1
-    d_outputs /= len(labels)
-    result = {}
-    for layer in reversed(range(len(scopes))):
-        scope = scopes[layer]
-        result[f"{scope}/weights"] = inputs[layer].T @ d_outputs
-        result[f"{scope}/biases"] = d_outputs.sum(axis=0)
-        if layer:
-            d_outputs = (d_outputs @ params[f"{scope}/weights"].T) * actives[layer - 1]
-    return result
+        scale = np.abs(inputs) @ np.abs(weights) + np.abs(biases)
+        for example, unit in zip(*np.nonzero(np.abs(before_relu) <= KINK * scale)):
+            entry = (call, layer, int(example), int(unit))
+            _kinks["seen"].append(
+                (abs(before_relu[example, unit]) / scale[example, unit], entry))
+            if entry in _kinks["other_side"]:
+                active[example, unit] = not active[example, unit]
+        return active
+
+    return rules.gradients(params, images, labels, relu_active)
 
 
 @contextlib.contextmanager
@@ -123,88 +91,45 @@ def either_side(replay, matches, most=2):
     return None
 
 
-def _map(function, *dicts):
-    return {name: function(*(d[name] for d in dicts)) for name in dicts[0]}
-
-
 def _plus_scaled(params, factor, other):
     """params + factor · other, parameter by parameter."""
-    return _map(lambda p, o: p + factor * o, params, other)
+    return rules.plus_scaled(params, factor, other)
 
 
-class Sgd:
-    """θ ← θ − η g."""
-
-    def __init__(self, learning_rate):
-        self.learning_rate = learning_rate
-
-    def step(self, params, gradient):
-        return _plus_scaled(params, -self.learning_rate, gradient)
-
-
-class Adam:
-    """tf.compat.v1.train.AdamOptimizer, its moments kept from step to step:
-    m ← β1 m + (1 − β1) g, v ← β2 v + (1 − β2) g², and at step t
-    θ ← θ − η √(1 − β2^t) / (1 − β1^t) · m / (√v + ε)."""
-
-    def __init__(self, learning_rate):
-        self.learning_rate = learning_rate
-        self.moments = None
-        self.steps = 0
-
-    def step(self, params, gradient):
-        if self.moments is None:
-            self.moments = (_map(np.zeros_like, params), _map(np.zeros_like, params))
-        first, second = self.moments
-        first = _map(lambda m, g: ADAM_BETA1 * m + (1 - ADAM_BETA1) * g,
-                     first, gradient)
-        second = _map(lambda v, g: ADAM_BETA2 * v + (1 - ADAM_BETA2) * g * g,
-                      second, gradient)
-        self.moments, self.steps = (first, second), self.steps + 1
-        rate = (self.learning_rate * np.sqrt(1 - ADAM_BETA2 ** self.steps)
-                / (1 - ADAM_BETA1 ** self.steps))
-        return _map(lambda p, m, v: p - rate * m / (np.sqrt(v) + ADAM_EPSILON),
-                    params, first, second)
-
-
-def _local_window(central, batches, window, optimizer):
-    """T local steps of `optimizer` from θ̃; returns the displacement θ − θ̃."""
-    local = dict(central)
-    for _ in range(window):
-        local = optimizer.step(local, gradients(local, *batches.next()))
-    return _map(np.subtract, local, central)
-
-
-def _sgd_window(central, batches, window, learning_rate):
-    """T local SGD steps from θ̃; returns Σ_t g_t, the gradients they took."""
-    local = dict(central)
-    gradient_sum = _map(np.zeros_like, central)
-    for _ in range(window):
-        gradient = gradients(local, *batches.next())
-        local = _map(lambda p, g: p - learning_rate * g, local, gradient)
-        gradient_sum = _map(np.add, gradient_sum, gradient)
-    return gradient_sum
+def _windows(rule, central, batches, window, windows, optimizer=None):
+    """One worker's `windows` windows of T local steps (of `optimizer`, if
+    given), each committed with staleness 0 and followed by a pull unless
+    the rule keeps the worker's own copy; returns the ps's state and the
+    worker."""
+    central = rule.central(central)
+    worker = rule.new_worker(central.params, optimizer)
+    for _ in range(windows):
+        for _ in range(window):
+            rule.local_step(worker, *batches.next())
+        rule.apply(central, rule.commit(worker, central.params), staleness=0)
+        if not rule.keeps_local_copy:
+            rule.pull(worker, central.params)
+    return central, worker
 
 
 def allreduce_sgd(params, worker_batches, steps, learning_rate):
     """Each step, every worker's next minibatch together make one global
     batch: θ ← θ − η ∇ (its mean loss), what the allreduce's sum of each
     worker's share of that mean gives every worker."""
+    rule = rules.SynchronousSgd(learning_rate, gradient=gradients)
+    central = rule.central(params)
     for _ in range(steps):
         drawn = [batches.next() for batches in worker_batches]
         images = np.concatenate([images for images, _ in drawn])
         labels = np.concatenate([labels for _, labels in drawn])
-        params = _plus_scaled(params, -learning_rate,
-                              gradients(params, images, labels))
-    return params
+        rule.apply_together(central, [gradients(central.params, images, labels)])
+    return central.params
 
 
 def downpour_easy(central, batches, window, windows, learning_rate):
     """θ̃ ← θ̃ − η Σ_{t<T} g_t, the g_t taken along T local SGD steps."""
-    for _ in range(windows):
-        gradient_sum = _sgd_window(central, batches, window, learning_rate)
-        central = _map(lambda p, s: p - learning_rate * s, central, gradient_sum)
-    return central
+    rule = rules.DownpourEasy(learning_rate, gradient=gradients)
+    return _windows(rule, central, batches, window, windows)[0].params
 
 
 def agn(central, batches, window, windows, learning_rate, central_rate,
@@ -212,23 +137,24 @@ def agn(central, batches, window, windows, learning_rate, central_rate,
     """a = (η̃ / η) (θ − θ̃) after T local steps of the worker's `optimizer`
     (default: SGD at η, with which a = −η̃ Σ_{t<T} g_t), which keeps its
     state from window to window; θ̃ ← θ̃ + a / T."""
-    optimizer = optimizer or Sgd(learning_rate)
-    for _ in range(windows):
-        displacement = _local_window(central, batches, window, optimizer)
-        central = _map(lambda p, d: p + central_rate / learning_rate * d / window,
-                       central, displacement)
-    return central
+    rule = rules.Agn(learning_rate, window, central_rate, gradient=gradients)
+    return _windows(rule, central, batches, window, windows, optimizer)[0].params
 
 
 def sagn(central, worker_batches, window, rounds, learning_rate, central_rate):
     """Every worker: a = −η̃ Σ_{t<T} g_t along T local SGD steps at η from
     θ̃; then θ̃ ← θ̃ + (1/W) Σ_w a_w / T, once per round, for all W together."""
+    rule = rules.Sagn(learning_rate, window, central_rate, gradient=gradients)
+    central = rule.central(central)
+    workers = [rule.new_worker(central.params) for _ in worker_batches]
     for _ in range(rounds):
-        updates = [_map(lambda s: -central_rate * s / window,
-                        _sgd_window(central, batches, window, learning_rate))
-                   for batches in worker_batches]
-        central = _map(lambda p, *a: p + sum(a) / len(a), central, *updates)
-    return central
+        for worker, batches in zip(workers, worker_batches):
+            rule.pull(worker, central.params)
+            for _ in range(window):
+                rule.local_step(worker, *batches.next())
+        rule.apply_together(central, [rule.commit(worker, central.params)
+                                      for worker in workers])
+    return central.params
 
 
 def dynamic_sgd(central, worker_batches, window, learning_rate, commits,
@@ -238,13 +164,15 @@ def dynamic_sgd(central, worker_batches, window, learning_rate, commits,
     commit k − τ; its update Δ = −η Σ g over T local SGD steps is applied as
     θ̃ ← θ̃ + Δ / (τ + 1). Returns θ̃ and each worker's θ (the θ̃ at its last
     pull)."""
-    history = [central]  # θ̃ after 0, 1, 2, ... commits
+    rule = rules.DynamicSgd(learning_rate, gradient=gradients)
+    state = rule.central(central)
+    history = [state.params]  # θ̃ after 0, 1, 2, ... commits
     for index, commit in enumerate(commits):
-        pulled = history[index - commit["staleness"]]
-        gradient_sum = _sgd_window(pulled, worker_batches[commit["worker"]],
-                                   window, learning_rate)
-        step = -learning_rate / (commit["staleness"] + 1)
-        history.append(_plus_scaled(history[-1], step, gradient_sum))
+        worker = rule.new_worker(history[index - commit["staleness"]])
+        for _ in range(window):
+            rule.local_step(worker, *worker_batches[commit["worker"]].next())
+        rule.apply(state, rule.commit(worker, state.params), commit["staleness"])
+        history.append(state.params)
     return history[-1], [history[clock] for clock in clock_at_last_pull]
 
 
@@ -255,31 +183,16 @@ def aeasgd(central, batches, window, windows, learning_rate, alpha,
     local steps are Nesterov's (AEAMSGD): v ← δ v − η g(θ + δ v), θ ← θ + v;
     with an `optimizer` (Adam), its own, its state kept throughout.
     Returns (θ̃, θ)."""
-    local = dict(central)
-    velocity = _map(np.zeros_like, central)
-    for _ in range(windows):
-        for _ in range(window):
-            if optimizer:
-                local = optimizer.step(local, gradients(local, *batches.next()))
-                continue
-            ahead = _map(lambda p, v: p + momentum * v, local, velocity)
-            gradient = gradients(ahead, *batches.next())
-            velocity = _map(lambda v, g: momentum * v - learning_rate * g,
-                            velocity, gradient)
-            local = _map(np.add, local, velocity)
-        elastic = _map(lambda p, c: alpha * (p - c), local, central)
-        local = _map(np.subtract, local, elastic)
-        central = _map(np.add, central, elastic)
-    return central, local
+    rule = rules.Aeasgd(learning_rate, alpha, momentum, gradient=gradients)
+    state, worker = _windows(rule, central, batches, window, windows, optimizer)
+    return state.params, worker.params
 
 
 def momentum(params, batches, steps, learning_rate, decay=0.9):
     """TensorFlow's MomentumOptimizer: v ← μ v + g, θ ← θ − η v."""
-    velocity = _map(np.zeros_like, params)
+    optimizer = rules.Momentum(learning_rate, decay)
     for _ in range(steps):
-        gradient = gradients(params, *batches.next())
-        velocity = _map(lambda v, g: decay * v + g, velocity, gradient)
-        params = _map(lambda p, v: p - learning_rate * v, params, velocity)
+        params = optimizer.step(params, gradients(params, *batches.next()))
     return params
 
 
@@ -290,24 +203,5 @@ def downpour(central, batches, window, windows, learning_rate):
     Each Adagrad keeps its accumulators G for the whole run: the worker's
     across its windows, the ps's across all commits.
     """
-    def adagrad(params, accumulators, gradient):
-        accumulators = _map(lambda a, g: a + g * g, accumulators, gradient)
-        params = _map(lambda p, g, a: p - learning_rate * g / np.sqrt(a),
-                      params, gradient, accumulators)
-        return params, accumulators
-
-    def fresh_accumulators():
-        return _map(lambda p: np.full_like(p, ADAGRAD_INITIAL_ACCUMULATOR), central)
-
-    local_accumulators, central_accumulators = (fresh_accumulators(),
-                                                fresh_accumulators())
-    for _ in range(windows):
-        local = dict(central)
-        gradient_sum = _map(np.zeros_like, central)
-        for _ in range(window):
-            gradient = gradients(local, *batches.next())
-            local, local_accumulators = adagrad(local, local_accumulators, gradient)
-            gradient_sum = _map(np.add, gradient_sum, gradient)
-        central, central_accumulators = adagrad(central, central_accumulators,
-                                                gradient_sum)
-    return central
+    rule = rules.Downpour(learning_rate, gradient=gradients)
+    return _windows(rule, central, batches, window, windows)[0].params
