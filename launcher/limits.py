@@ -50,7 +50,8 @@ TASK_FILES_PER_PEER = 2
 # TensorFlow's pools do, by a few a core.
 THREADS_PER_TASK = 120
 THREADS_PER_TASK_PER_CPU = 4
-# The launcher's: a reader per task, and a few of its own.
+# The launcher's own; the reader it runs for each task is counted with
+# the task (threads()).
 LAUNCHER_THREADS = 8
 
 # Listening ports: one per task, from the ephemeral range, which the
@@ -137,6 +138,7 @@ def ports(tasks, network_mode):
 
 def threads(tasks):
     each = THREADS_PER_TASK + THREADS_PER_TASK_PER_CPU * cpu_count()
+    # Each task's threads, and its reader in the launcher.
     needed = tasks * (each + 1) + LAUNCHER_THREADS
     for room, limit, fix in thread_room(needed):
         if needed > room:
