@@ -348,3 +348,15 @@ def test_usage_measures_memory_and_the_first_progress_record(tmp_path):
     assert 0 < memory["peak_pss_anon_mib"] <= memory["peak_pss_mib"] == \
         memory["peak_pss_per_task_mib"] <= memory["peak_rss_sum_mib"]
     assert report["timeline"] == {"launch_to_first_progress_s": 2.5}
+
+
+def test_a_first_progress_record_after_the_last_sample_still_counts(tmp_path):
+    """A job that ends within a second of its chief's first record: the
+    sampler never looked after it, finish() does, past a line that is not
+    a record."""
+    progress = tmp_path / "progress.jsonl"
+    measured = usage.Usage([], FORKED_START, str(tmp_path), "progress.jsonl")
+    progress.write_text("not a record\n" + json.dumps(
+        {"global_step": 1, "time": measured.launched + 1.5}) + "\n")
+    report = measured.finish()
+    assert report["timeline"] == {"launch_to_first_progress_s": 1.5}
