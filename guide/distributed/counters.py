@@ -118,7 +118,9 @@ class StalenessHistogram:
         counts = histogram.sum(axis=0)
         since = counts - (self._last if self._last is not None else 0)
         self._last = counts
-        if not since.any():
+        # A count that went back: a restarted ps restored an older checkpoint,
+        # and the commits since the last call are unknown.
+        if not since.any() or (since < 0).any():
             return {}
         largest = int(np.flatnonzero(since)[-1])
         if largest == self.buckets - 1:  # the last bucket counts larger ones
@@ -234,7 +236,9 @@ class CommitLog:
         self._last = (total, stale)
         scalars = {f"commits/worker_{index}": int(count)
                    for index, count in enumerate(commits)}
-        if total > last_total:
+        # (Neither count goes back unless a restarted ps restored an older
+        # checkpoint: then the commits since the last call are unknown.)
+        if total > last_total and stale >= last_stale:
             scalars["staleness"] = (stale - last_stale) / (total - last_total)
         scalars.update(self.in_commits.scalars(in_commits))
         return scalars
