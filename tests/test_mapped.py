@@ -49,6 +49,20 @@ def test_a_changed_file_is_another_data_set(tmp_path):
     assert mapped.files_key("mnist", [str(path)]) != before
 
 
+def test_a_copy_keeping_the_size_and_time_is_another_data_set(tmp_path):
+    """As `rsync -t` replaces a file: the same size and modification time,
+    other bytes."""
+    path = tmp_path / "images"
+    path.write_bytes(b"one!")
+    before = mapped.files_key("mnist", [str(path)])
+    status = os.stat(path)
+    copy = tmp_path / "copy"
+    copy.write_bytes(b"two!")
+    os.utime(copy, ns=(status.st_atime_ns, status.st_mtime_ns))
+    os.replace(copy, path)
+    assert mapped.files_key("mnist", [str(path)]) != before
+
+
 def test_where_the_folder_cannot_be_used_each_task_keeps_its_own(tmp_path,
                                                                 monkeypatch):
     blocker = tmp_path / "a-file"

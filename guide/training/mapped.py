@@ -7,9 +7,10 @@ under the system's temporary folder, and every task maps those files
 read-only, so that the operating system keeps one copy of their pages for
 all of them. The arrays are the same float32 values either way.
 
-A data set is known by what it was built from (its files' paths, sizes and
-modification times, or the synthetic set's seed and sizes), so changed
-files are read again. Where the folder cannot be used (not writable, full,
+A data set is known by what it was built from (its files' paths, sizes,
+modification times, inodes and change times, or the synthetic set's seed;
+VERSION for the code that builds either), so changed files are read
+again. Where the folder cannot be used (not writable, full,
 another user's), each task keeps its own copy, as before. Standard library
 and NumPy only.
 """
@@ -39,13 +40,16 @@ def key_of(*parts):
 
 
 def files_key(kind, paths):
-    """The key of a data set read from `paths`: their names, sizes and
-    modification times."""
+    """The key of a data set read from `paths`: their names, sizes,
+    modification times, inodes and change times (a new file that keeps the
+    size and the modification time, as `rsync -t` or `cp -p` make, has a
+    new inode or a new change time)."""
     identities = []
     for path in paths:
         status = os.stat(path)
         identities.append((os.path.abspath(path), status.st_size,
-                           status.st_mtime_ns))
+                           status.st_mtime_ns, status.st_ino,
+                           status.st_ctime_ns))
     return key_of(kind, *identities)
 
 
