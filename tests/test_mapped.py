@@ -63,6 +63,20 @@ def test_a_copy_keeping_the_size_and_time_is_another_data_set(tmp_path):
     assert mapped.files_key("mnist", [str(path)]) != before
 
 
+def test_a_link_in_place_of_the_folder_is_not_followed(tmp_path, monkeypatch):
+    """Even to a folder of this user's alone: where it points is not the
+    folder this module made."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    link = tmp_path / "shared"
+    link.symlink_to(elsewhere)
+    monkeypatch.setattr(mapped, "folder", lambda: str(link))
+    calls = []
+    dataset = mapped.load("k", counting_build(calls), data.Dataset)
+    assert calls == [1] and not isinstance(dataset.train_images, np.memmap)
+    assert os.listdir(elsewhere) == []
+
+
 def test_where_the_folder_cannot_be_used_each_task_keeps_its_own(tmp_path,
                                                                 monkeypatch):
     blocker = tmp_path / "a-file"

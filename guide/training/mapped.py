@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 
 import numpy as np
@@ -75,10 +76,12 @@ def load(key, build, make):
 
 
 def _ours(base):
-    """Makes `base` if need be; whether it is this user's alone."""
+    """Makes `base` if need be; whether it is this user's alone (a folder,
+    not a link to one)."""
     os.makedirs(base, mode=0o700, exist_ok=True)
-    status = os.stat(base)
-    return status.st_uid == os.getuid() and not status.st_mode & 0o077
+    status = os.lstat(base)
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() \
+        and not status.st_mode & 0o077
 
 
 def _write(dataset, base, target):
