@@ -77,6 +77,34 @@ def test_a_link_in_place_of_the_folder_is_not_followed(tmp_path, monkeypatch):
     assert os.listdir(elsewhere) == []
 
 
+def test_a_set_cut_short_is_written_again(shared_folder):
+    """A file of the set emptied or cut short (by a crash, or a cleaner of
+    old temporary files): the next task writes the set again, and the
+    tasks after it map that."""
+    calls = []
+    mapped.load("k", counting_build(calls), data.Dataset)
+    images = shared_folder / "k" / "train_images.npy"
+    for damage in (images.read_bytes()[:1000], b""):
+        images.write_bytes(damage)
+        dataset = mapped.load("k", counting_build(calls), data.Dataset)
+        assert isinstance(dataset.train_images, np.memmap)
+        np.testing.assert_array_equal(dataset.train_images,
+                                      data.synthetic(0, 50, 10).train_images)
+    mapped.load("k", counting_build(calls), data.Dataset)
+    assert len(calls) == 3
+
+
+def test_what_a_dead_writer_left_is_removed(shared_folder):
+    calls = []
+    mapped.load("other", counting_build(calls), data.Dataset)
+    left = shared_folder / ".partial-k-dead"
+    left.mkdir()
+    (left / "train_images.npy").write_bytes(b"half")
+    mapped.load("k", counting_build(calls), data.Dataset)
+    assert sorted(os.listdir(shared_folder)) == ["k", "k.lock", "other",
+                                                 "other.lock"]
+
+
 def test_where_the_folder_cannot_be_used_each_task_keeps_its_own(tmp_path,
                                                                 monkeypatch):
     blocker = tmp_path / "a-file"
