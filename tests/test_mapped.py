@@ -105,6 +105,27 @@ def test_what_a_dead_writer_left_is_removed(shared_folder):
                                                  "other.lock"]
 
 
+def test_a_set_that_cannot_be_written_is_built_once(shared_folder,
+                                                    monkeypatch):
+    def full(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mapped, "_write", full)
+    calls = []
+    dataset = mapped.load("k", counting_build(calls), data.Dataset)
+    assert calls == [1] and not isinstance(dataset.train_images, np.memmap)
+
+
+def test_an_error_of_the_build_itself_is_raised_once(shared_folder):
+    calls = []
+
+    def unreadable():
+        calls.append(1)
+        raise PermissionError(13, "Permission denied", "images")
+    with pytest.raises(PermissionError):
+        mapped.load("k", unreadable, data.Dataset)
+    assert calls == [1]
+
+
 def test_where_the_folder_cannot_be_used_each_task_keeps_its_own(tmp_path,
                                                                 monkeypatch):
     blocker = tmp_path / "a-file"

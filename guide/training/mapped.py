@@ -65,6 +65,7 @@ def load(key, build, make):
     turns the four arrays (FIELDS' order) into the caller's dataset."""
     base = folder()
     target = os.path.join(base, key)
+    building, built = False, None
     try:
         if not _ours(base):
             return build()
@@ -75,12 +76,16 @@ def load(key, build, make):
             fcntl.flock(lock, fcntl.LOCK_EX)
             with contextlib.suppress(*UNMAPPABLE):
                 return _map(target, make)  # written while this task waited
-            _write(build(), base, key)
+            building = True
+            built = build()
+            _write(built, base, key)
         return _map(target, make)
     except UNMAPPABLE:
+        if building and built is None:
+            raise  # build()'s own error, not the folder's
         # No room, no folder, or a set that still does not map: each task
-        # its own copy.
-        return build()
+        # its own copy, built once.
+        return build() if built is None else built
 
 
 def _map(target, make):
