@@ -50,13 +50,21 @@ TASK_FILES_PER_PEER = 2
 # TensorFlow's pools do, by a few a core.
 THREADS_PER_TASK = 120
 THREADS_PER_TASK_PER_CPU = 4
-# The launcher's: a reader per task, and a few of its own.
+# The launcher's own; the reader it runs for each task is counted with
+# the task (threads()).
 LAUNCHER_THREADS = 8
 
 # Listening ports: one per task, from the ephemeral range, which the
 # connections between them also draw on; twice the tasks is ample.
 PORTS_PER_TASK = 2
 PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+# A memory cgroup's limit, its use and, in its memory.stat, the inactive
+# page cache in that use, which the kernel reclaims before it fails an
+# allocation (MemAvailable counts it as available too): cgroup v2's, v1's.
+MEMORY_CGROUP_FILES = (("memory.max", "memory.current", "inactive_file"),
+                       ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                        "total_inactive_file"))
 
 
 def refusal(tasks, start, network_mode, ignore_memory=False, declared=None):
@@ -130,6 +138,7 @@ def ports(tasks, network_mode):
 
 def threads(tasks):
     each = THREADS_PER_TASK + THREADS_PER_TASK_PER_CPU * cpu_count()
+    # Each task's threads, and its reader in the launcher.
     needed = tasks * (each + 1) + LAUNCHER_THREADS
     for room, limit, fix in thread_room(needed):
         if needed > room:
@@ -149,8 +158,7 @@ def available_memory_mib():
         best = (int(fields["MemAvailable"].split()[0]) // 1024, "available")
     except (OSError, KeyError, ValueError):
         return None
-    limit = cgroup_room("memory", ("memory.max", "memory.current"),
-                        ("memory.limit_in_bytes", "memory.usage_in_bytes"))
+    limit = cgroup_room("memory", *MEMORY_CGROUP_FILES)
     if limit is not None and limit // (1 << 20) < best[0]:
         best = (limit // (1 << 20), "left under this cgroup's memory limit")
     return best
@@ -236,7 +244,7 @@ def cgroup_room(controller, v2_files, v1_files, own="/proc/self/cgroup",
     """Limit less use, in the controller's unit, of this process's cgroup
     (as `own` lists it) and each of its ancestors (cgroup v2 or v1, under
     `mounted`), the least of them; None if no limit applies or none can be
-    read."""
+    read. `v2_files`, `v1_files`: read_room's files for each version."""
     try:
         with open(own) as stream:
             lines = stream.read().splitlines()
@@ -259,15 +267,32 @@ def cgroup_room(controller, v2_files, v1_files, own="/proc/self/cgroup",
     return min(rooms) if rooms else None
 
 
-def read_room(folder, limit_file, use_file):
+def read_room(folder, limit_file, use_file, reclaimable=None):
+    """The limit in `folder` less the use, the `reclaimable` part of the use
+    (a field of its memory.stat) left out; None without a limit."""
     try:
         with open(os.path.join(folder, limit_file)) as stream:
             limit = stream.read().strip()
         with open(os.path.join(folder, use_file)) as stream:
             used = int(stream.read())
+        # "max", or v1's "no limit", a number near 2**63.
+        if limit == "max" or int(limit) >= 1 << 62:
+            return None
     except (OSError, ValueError):
         return None
-    # "max", or v1's "no limit", a number near 2**63.
-    if limit == "max" or int(limit) >= 1 << 62:
-        return None
+    if reclaimable:
+        used -= stat_field(os.path.join(folder, "memory.stat"), reclaimable)
     return int(limit) - used
+
+
+def stat_field(path, name):
+    """Field `name` of a memory.stat at `path`; 0 if it cannot be read."""
+    try:
+        with open(path) as stream:
+            for line in stream:
+                key, value = line.split()
+                if key == name:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0

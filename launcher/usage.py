@@ -131,6 +131,9 @@ class Usage:
             self.take_pss(pids)
             self.pss_high = resident
             self.pss_after = now + (time.thread_time() - began) / PSS_CPU_SHARE
+        self.look_for_first_progress()
+
+    def look_for_first_progress(self):
         if self.first_progress is None and self.progress:
             self.first_progress = self.read_first_progress()
 
@@ -152,16 +155,16 @@ class Usage:
         try:
             with open(self.progress, "rb") as stream:
                 stream.seek(self.offset)
-                line = stream.readline()
+                for line in stream:
+                    if not line.endswith(b"\n"):
+                        return None  # still being written
+                    try:
+                        return float(json.loads(line)["time"])
+                    except (ValueError, KeyError, TypeError):
+                        self.offset += len(line)  # not a record: skip it
         except OSError:
-            return None
-        if not line.endswith(b"\n"):
-            return None  # none yet, or still being written
-        try:
-            return float(json.loads(line)["time"])
-        except (ValueError, KeyError, TypeError):
-            self.offset += len(line)  # not a record: the next line may be
-            return None
+            pass
+        return None
 
     def stop(self):
         self.stopping.set()
@@ -171,6 +174,9 @@ class Usage:
     def finish(self):
         """Stops sampling; the sections it adds to launch.json."""
         self.stop()
+        # A record written since the last sample (a job that ended within
+        # SAMPLE_EVERY_S of it).
+        self.look_for_first_progress()
         report = {"tasks": {"count": len(self.tasks),
                             "start": self.start_mode.kind,
                             "why": self.start_mode.why}}

@@ -128,6 +128,32 @@ def test_the_least_room_of_a_cgroup_and_its_ancestors_counts(version, tmp_path):
                                   str(tmp_path)) is None
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_cgroups_reclaimable_page_cache_is_room(version, tmp_path):
+    """The cgroup's use counts the page cache of the files its processes
+    read; the inactive part of it, which the kernel reclaims before it
+    fails an allocation, is room, as MemAvailable counts it."""
+    own = tmp_path / "cgroup"
+    mib = 1 << 20
+    if version == "v2":
+        own.write_text("0::/job\n")
+        folder, limit, use, inactive = (tmp_path / "job", "memory.max",
+                                        "memory.current", "inactive_file")
+    else:
+        own.write_text("4:memory:/job\n")
+        folder, limit, use, inactive = (tmp_path / "memory" / "job",
+                                        "memory.limit_in_bytes",
+                                        "memory.usage_in_bytes",
+                                        "total_inactive_file")
+    folder.mkdir(parents=True)
+    (folder / limit).write_text(f"{1000 * mib}\n")
+    (folder / use).write_text(f"{900 * mib}\n")
+    (folder / "memory.stat").write_text(
+        f"anon {300 * mib}\n{inactive} {600 * mib}\nactive_file 0\n")
+    assert limits.cgroup_room("memory", *limits.MEMORY_CGROUP_FILES,
+                              str(own), str(tmp_path)) == 700 * mib
+
+
 def test_open_files_are_raised_to_the_hard_limit_or_refused(roomy, monkeypatch):
     raised = []
     monkeypatch.setattr(limits, "raise_open_files_limit", raised.append)
@@ -322,3 +348,15 @@ def test_usage_measures_memory_and_the_first_progress_record(tmp_path):
     assert 0 < memory["peak_pss_anon_mib"] <= memory["peak_pss_mib"] == \
         memory["peak_pss_per_task_mib"] <= memory["peak_rss_sum_mib"]
     assert report["timeline"] == {"launch_to_first_progress_s": 2.5}
+
+
+def test_a_first_progress_record_after_the_last_sample_still_counts(tmp_path):
+    """A job that ends within a second of its chief's first record: the
+    sampler never looked after it, finish() does, past a line that is not
+    a record."""
+    progress = tmp_path / "progress.jsonl"
+    measured = usage.Usage([], FORKED_START, str(tmp_path), "progress.jsonl")
+    progress.write_text("not a record\n" + json.dumps(
+        {"global_step": 1, "time": measured.launched + 1.5}) + "\n")
+    report = measured.finish()
+    assert report["timeline"] == {"launch_to_first_progress_s": 1.5}

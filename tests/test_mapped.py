@@ -49,6 +49,83 @@ def test_a_changed_file_is_another_data_set(tmp_path):
     assert mapped.files_key("mnist", [str(path)]) != before
 
 
+def test_a_copy_keeping_the_size_and_time_is_another_data_set(tmp_path):
+    """As `rsync -t` replaces a file: the same size and modification time,
+    other bytes."""
+    path = tmp_path / "images"
+    path.write_bytes(b"one!")
+    before = mapped.files_key("mnist", [str(path)])
+    status = os.stat(path)
+    copy = tmp_path / "copy"
+    copy.write_bytes(b"two!")
+    os.utime(copy, ns=(status.st_atime_ns, status.st_mtime_ns))
+    os.replace(copy, path)
+    assert mapped.files_key("mnist", [str(path)]) != before
+
+
+def test_a_link_in_place_of_the_folder_is_not_followed(tmp_path, monkeypatch):
+    """Even to a folder of this user's alone: where it points is not the
+    folder this module made."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    link = tmp_path / "shared"
+    link.symlink_to(elsewhere)
+    monkeypatch.setattr(mapped, "folder", lambda: str(link))
+    calls = []
+    dataset = mapped.load("k", counting_build(calls), data.Dataset)
+    assert calls == [1] and not isinstance(dataset.train_images, np.memmap)
+    assert os.listdir(elsewhere) == []
+
+
+def test_a_set_cut_short_is_written_again(shared_folder):
+    """A file of the set emptied or cut short (by a crash, or a cleaner of
+    old temporary files): the next task writes the set again, and the
+    tasks after it map that."""
+    calls = []
+    mapped.load("k", counting_build(calls), data.Dataset)
+    images = shared_folder / "k" / "train_images.npy"
+    for damage in (images.read_bytes()[:1000], b""):
+        images.write_bytes(damage)
+        dataset = mapped.load("k", counting_build(calls), data.Dataset)
+        assert isinstance(dataset.train_images, np.memmap)
+        np.testing.assert_array_equal(dataset.train_images,
+                                      data.synthetic(0, 50, 10).train_images)
+    mapped.load("k", counting_build(calls), data.Dataset)
+    assert len(calls) == 3
+
+
+def test_what_a_dead_writer_left_is_removed(shared_folder):
+    calls = []
+    mapped.load("other", counting_build(calls), data.Dataset)
+    left = shared_folder / ".partial-k-dead"
+    left.mkdir()
+    (left / "train_images.npy").write_bytes(b"half")
+    mapped.load("k", counting_build(calls), data.Dataset)
+    assert sorted(os.listdir(shared_folder)) == ["k", "k.lock", "other",
+                                                 "other.lock"]
+
+
+def test_a_set_that_cannot_be_written_is_built_once(shared_folder,
+                                                    monkeypatch):
+    def full(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mapped, "_write", full)
+    calls = []
+    dataset = mapped.load("k", counting_build(calls), data.Dataset)
+    assert calls == [1] and not isinstance(dataset.train_images, np.memmap)
+
+
+def test_an_error_of_the_build_itself_is_raised_once(shared_folder):
+    calls = []
+
+    def unreadable():
+        calls.append(1)
+        raise PermissionError(13, "Permission denied", "images")
+    with pytest.raises(PermissionError):
+        mapped.load("k", unreadable, data.Dataset)
+    assert calls == [1]
+
+
 def test_where_the_folder_cannot_be_used_each_task_keeps_its_own(tmp_path,
                                                                 monkeypatch):
     blocker = tmp_path / "a-file"

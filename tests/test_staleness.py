@@ -177,6 +177,34 @@ def test_counting_steps_reads_the_clock_first_and_changes_no_update():
         assert np.array_equal(plain, counted)
 
 
+def test_counts_a_restarted_ps_put_back_give_no_interval():
+    """A ps restored from an older checkpoint puts its counts back under the
+    chief's TensorBoard hook: the interval across the restore shows no
+    histogram and no mean staleness, rather than negative ones; the next
+    interval counts from the restored counts."""
+    import tensorflow as tf
+
+    from guide.distributed import counters
+    with tf.Graph().as_default():
+        log = counters.CommitLog(SimpleNamespace(task_index=0, num_workers=2))
+    histogram = np.zeros([2, log.in_commits.buckets], np.int64)
+    maxima = np.array([4, 4])
+
+    def scalars(commits, staleness_sum, counts):
+        histogram[:, :len(counts)] = counts
+        return log.scalars([np.array(commits), np.array(staleness_sum),
+                            [histogram.copy(), maxima]])
+
+    assert "staleness" in scalars([5, 5], [40, 40], [[3, 2], [1, 4]])
+    # Restored to fewer commits, then past the last call's count meanwhile.
+    restored = scalars([6, 6], [30, 30], [[4, 2], [0, 3]])
+    assert "staleness" not in restored
+    assert "staleness_in_commits" not in restored
+    later = scalars([7, 6], [34, 30], [[4, 3], [0, 3]])
+    assert later["staleness"] == 4.0
+    assert list(later["staleness_in_commits"].counts[:2]) == [0, 1]
+
+
 def check_staleness(fields, workers):
     """A `staleness_in_commits` that adds up: per worker and overall, the
     histogram's counts sum to the commits, and when no τ went past the last

@@ -47,7 +47,12 @@ class StalenessHistogram:
     commits that landed; a commit's τ is its ticket on the clock (the
     commits that landed before it) minus the clock its worker read before
     reading the parameters. Per worker: `histogram` (one bucket per τ, the
-    last also counting larger ones), the exact `maximum` and `total`."""
+    last also counting larger ones), the exact `maximum` and `total`.
+
+    Alone, it is what the schemes that commit every minibatch keep (Hogwild,
+    Distributed-Setup, Multiple-GPUs-Single-Machine, through `count_steps`):
+    their result.json has `staleness_in_commits` only. `CommitLog` holds
+    one for the windowed schemes, beside the fields only they report."""
 
     def __init__(self, task):
         self._task_index = task.task_index
@@ -102,6 +107,11 @@ class StalenessHistogram:
         variables (control dependencies added to those reads), and the
         ticket taken once `train_op` has applied the update."""
         pulled = self.read_clock()
+        # Private, as no public API adds a control input to an op that exists:
+        # the model made these reads before this call. At op creation
+        # (tf.control_dependencies) each script would build the clock first
+        # and the loss under it, apart from the variables, whose initial
+        # values would otherwise wait for the clock, not yet initialised.
         for read in _variable_reads(loss):
             read._add_control_input(pulled.op)
         with tf.control_dependencies([train_op]):
@@ -118,7 +128,9 @@ class StalenessHistogram:
         counts = histogram.sum(axis=0)
         since = counts - (self._last if self._last is not None else 0)
         self._last = counts
-        if not since.any():
+        # A count that went back: a restarted ps restored an older checkpoint,
+        # and the commits since the last call are unknown.
+        if not since.any() or (since < 0).any():
             return {}
         largest = int(np.flatnonzero(since)[-1])
         if largest == self.buckets - 1:  # the last bucket counts larger ones
@@ -185,7 +197,13 @@ class CommitLog:
     under the replica device setter). `mean_staleness` is in minibatches: the
     global step when a commit lands minus that when its worker last pulled,
     how many minibatches other workers added to the central copy meanwhile;
-    `staleness_in_commits`, in commits (`StalenessHistogram`)."""
+    `staleness_in_commits`, in commits (`StalenessHistogram`).
+
+    Not an option of `StalenessHistogram`: the schemes that commit every
+    minibatch report none of its fields (`commits`, `mean_staleness`, the
+    `staleness` and `commits/worker_<i>` scalars), and its variables, the
+    histogram's among them, are named under `commit_log/` in the windowed
+    schemes' checkpoints."""
 
     def __init__(self, task):
         self._task_index = task.task_index
@@ -234,7 +252,9 @@ class CommitLog:
         self._last = (total, stale)
         scalars = {f"commits/worker_{index}": int(count)
                    for index, count in enumerate(commits)}
-        if total > last_total:
+        # (Neither count goes back unless a restarted ps restored an older
+        # checkpoint: then the commits since the last call are unknown.)
+        if total > last_total and stale >= last_stale:
             scalars["staleness"] = (stale - last_stale) / (total - last_total)
         scalars.update(self.in_commits.scalars(in_commits))
         return scalars
@@ -305,7 +325,13 @@ class CommitRecord:
     """`CommitLog.scalars` from a full record of commits: the commit counter
     `clock` and, per commit, its worker and staleness τ in commits, shown in
     minibatches (τ × `steps_per_commit`) as every other example counts it,
-    and as the histogram `staleness_in_commits`."""
+    and as the histogram `staleness_in_commits`.
+
+    Not a `CommitLog`: Dynamic-SGD's rule needs each commit's τ in the
+    graph, under its lock, and its commits.json keeps every commit, so its
+    ps holds that record (dynamic_sgd.py) and this only reads it, for the
+    same TensorBoard tags; `staleness_summary` gives its result.json
+    fields."""
 
     def __init__(self, clock, commit_worker, commit_staleness, num_workers,
                  steps_per_commit):
