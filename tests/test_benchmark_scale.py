@@ -188,3 +188,36 @@ def test_the_thesis_report_states_each_finding_against_the_figures(tmp_path):
     text = (tmp_path / "results.md").read_text()
     assert "| 40 | 95.50 (95.55) |" in text
     assert (tmp_path / "thesis-grid.png").exists()
+
+
+def test_a_cell_run_more_than_once_stands_by_its_median_run(tmp_path):
+    """One run can be points off the next (the same DOWNPOUR job at 16
+    workers ended at 96.32% and 93.44%), so a cell's verdict and figures
+    are its median run's, with the range of its runs beside them."""
+    def repeat(record, number):
+        record["run"]["repeat"] = number
+        record["label"] = suites.label(record["run"])
+        return record
+
+    records = [made_up("Hogwild", 2, 0.975, examples_per_s=20_000, startup_s=4.0)]
+    records += [repeat(made_up("Hogwild", 16, accuracy, examples_per_s=rate,
+                               startup_s=startup), number)
+                for number, (accuracy, rate, startup) in enumerate(
+                    [(0.95, 30_000, 9.0), (0.972, 10_000, 5.0),
+                     (0.976, 20_000, 6.0)], start=1)]
+    records += [repeat(made_up("DOWNPOUR", 16, accuracy), number)
+                for number, accuracy in enumerate([0.97, 0.1], start=1)]
+    records.append(made_up("DOWNPOUR", 2, 0.97))
+    write(tmp_path, records)
+    reports.write(str(tmp_path), plots=False)
+    text = (tmp_path / "results.md").read_text()
+    assert "| Hogwild | 16 | 97.20% (95.00–97.60, 3 runs) |" in text
+    # The median run's rate against the 2-worker run's, in its row.
+    assert "| 10,000 | 0.50 |" in text.split("| Hogwild | 16 |")[1].split("\n")[0]
+    assert "within 1 point of it at 2, 16 workers" in text
+    # Of two, the lower: a diverged repeat makes the cell a break.
+    assert "| DOWNPOUR | 16 | diverged (diverged–97.00, 2 runs) |" in text
+    assert "first below at 16 workers" in text.split("**DOWNPOUR**")[1]
+    # The cost table takes each figure's median over the repeats.
+    assert "Start-up at 16 workers: 1.5× the 2-worker job's" in text
+    assert "Examples per second at 16 workers: 1.0× the 2-worker job's" in text

@@ -36,11 +36,53 @@ def schemes_of(records):
     return list(dict.fromkeys(record["run"]["scheme"] for record in records))
 
 
-def accuracy_cell(figures):
-    """The late test accuracy, or "diverged"."""
-    if figures.get("diverged"):
-        return "diverged"
-    return common.shown(percent(figures.get("late_accuracy")), 2, "%")
+def accuracy_order(record):
+    """A run's place among its repeats: by late accuracy, a diverged or
+    failed run the lowest."""
+    if not ok(record) or record["measures"].get("diverged"):
+        return -math.inf
+    accuracy = record["measures"].get("late_accuracy")
+    return -math.inf if accuracy is None else accuracy
+
+
+def cells(records, key):
+    """Per scheme, its runs by `key` (workers or window), in order:
+    [(scheme, value, [the runs of that cell, the suite's repeats])]."""
+    grouped = {}
+    for record in records:
+        run = record["run"]
+        grouped.setdefault((run["scheme"], run.get(key)), []).append(record)
+    order = {scheme: index for index, scheme in enumerate(schemes_of(records))}
+    return [(scheme, value, runs) for (scheme, value), runs in sorted(
+        grouped.items(), key=lambda item: (order[item[0][0]], item[0][1] or 0))]
+
+
+def median_run(runs):
+    """The cell's median run by late accuracy (of two, the lower), whose
+    figures stand for the cell: a single run can be a point or more off the
+    next, as the same DOWNPOUR job at 16 workers was."""
+    return sorted(runs, key=accuracy_order)[(len(runs) - 1) // 2]
+
+
+def median(values):
+    values = sorted(value for value in values if value is not None)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1]
+                                                   + values[middle]) / 2
+
+
+def accuracy_cell(figures, runs=()):
+    """The late test accuracy, or "diverged"; with repeats, their range
+    and count after it."""
+    cell = ("diverged" if figures.get("diverged")
+            else common.shown(percent(figures.get("late_accuracy")), 2, "%"))
+    if len(runs) > 1:
+        shown = ["diverged" if value == -math.inf else f"{100 * value:.2f}"
+                 for value in sorted(map(accuracy_order, runs))]
+        cell += f" ({shown[0]}–{shown[-1]}, {len(runs)} runs)"
+    return cell
 
 
 def percent(value):
@@ -55,14 +97,15 @@ def staleness_cell(figures):
 
 
 def baseline_rate(records, scheme):
-    """The scheme's examples per second with 2 workers, if measured."""
-    return next((record["measures"]["examples_per_s"]
-                 for record in records if ok(record)
-                 and record["run"]["scheme"] == scheme
-                 and record["run"].get("workers") == 2), None)
+    """The scheme's examples per second with 2 workers (the median of
+    its runs), if measured."""
+    return median(record["measures"].get("examples_per_s")
+                  for record in records if ok(record)
+                  and record["run"]["scheme"] == scheme
+                  and record["run"].get("workers") == 2)
 
 
-def row_cells(record, records):
+def row_cells(record, records, runs=()):
     figures = record["measures"]
     if not ok(record):
         return [f"failed: {record['error'][:80]}"] + ["–"] * 7
@@ -70,7 +113,7 @@ def row_cells(record, records):
     rate = figures.get("examples_per_s")
     ratio = f"{rate / base:.2f}" if base and rate else "–"
     to_97 = figures.get("examples_to_97")
-    return [accuracy_cell(figures),
+    return [accuracy_cell(figures, runs),
             common.shown(percent(figures.get("train_accuracy")), 2, "%"),
             common.shown(percent(figures.get("test_accuracy")), 2, "%"),
             "–" if to_97 is None else f"{to_97:,}",
@@ -78,13 +121,8 @@ def row_cells(record, records):
 
 
 def workers_table(records):
-    rows = []
-    for scheme in schemes_of(records):
-        for record in sorted((record for record in records
-                              if record["run"]["scheme"] == scheme),
-                             key=lambda record: record["run"]["workers"]):
-            rows.append([scheme, record["run"]["workers"]]
-                        + row_cells(record, records))
+    rows = [[scheme, workers] + row_cells(median_run(runs), records, runs)
+            for scheme, workers, runs in cells(records, "workers")]
     return common.table(["scheme", "workers", "late test acc", "train acc",
                          "final test acc", "examples to 97%",
                          "staleness mean / p95 / max", "examples/s",
@@ -92,13 +130,9 @@ def workers_table(records):
 
 
 def windows_table(records):
-    rows = []
-    for scheme in schemes_of(records):
-        for record in sorted((record for record in records
-                              if record["run"]["scheme"] == scheme),
-                             key=lambda record: record["run"].get("window", 0)):
-            cells = row_cells(record, records)
-            rows.append([scheme, record["run"].get("window", "–")] + cells[:6])
+    rows = [[scheme, "–" if window is None else window]
+            + row_cells(median_run(runs), records, runs)[:6]
+            for scheme, window, runs in cells(records, "window")]
     return common.table(["scheme", "window", "late test acc", "train acc",
                          "final test acc", "examples to 97%",
                          "staleness mean / p95 / max", "examples/s"], rows)
@@ -107,26 +141,22 @@ def windows_table(records):
 def cost_rows(records):
     """The reference scheme's runs, by workers: start-up, memory per task
     and examples per second against its 2-worker run."""
-    runs = sorted((record for record in records if ok(record)
-                   and record["run"]["scheme"] == REFERENCE),
-                  key=lambda record: record["run"]["workers"])
-    base = next((record for record in runs if record["run"]["workers"] == 2), None)
     rows = []
-    for record in runs:
-        figures = record["measures"]
-        row = {"workers": record["run"]["workers"],
-               "startup_s": figures.get("startup_s"),
-               "memory_mib": figures.get("memory_mib_per_task"),
-               "rate": figures.get("examples_per_s")}
-        if base:
-            base_figures = base["measures"]
-            if row["startup_s"] and base_figures.get("startup_s"):
-                row["startup_ratio"] = round(
-                    row["startup_s"] / base_figures["startup_s"], 2)
-            if row["rate"] and base_figures.get("examples_per_s"):
-                row["rate_ratio"] = round(
-                    row["rate"] / base_figures["examples_per_s"], 2)
-        rows.append(row)
+    for _, workers, runs in cells([record for record in records if ok(record)
+                                   and record["run"]["scheme"] == REFERENCE],
+                                  "workers"):
+        def of_runs(name, runs=runs):  # the median over the cell's repeats
+            return median(record["measures"].get(name) for record in runs)
+
+        rows.append({"workers": workers, "startup_s": of_runs("startup_s"),
+                     "memory_mib": of_runs("memory_mib_per_task"),
+                     "rate": of_runs("examples_per_s")})
+    base = next((row for row in rows if row["workers"] == 2), None)
+    for row in rows if base else []:
+        if row["startup_s"] and base["startup_s"]:
+            row["startup_ratio"] = round(row["startup_s"] / base["startup_s"], 2)
+        if row["rate"] and base["rate"]:
+            row["rate_ratio"] = round(row["rate"] / base["rate"], 2)
     return rows
 
 
@@ -145,10 +175,10 @@ def staleness_checks(records):
     staleness against n - 1, and whether it is within the tolerance."""
     checks = []
     for workers in STALENESS_CHECKED:
-        record = next((record for record in records if ok(record)
-                       and record["run"]["scheme"] == REFERENCE
-                       and record["run"]["workers"] == workers), None)
-        mean = record and record["measures"].get("staleness_mean")
+        mean = median(record["measures"].get("staleness_mean")
+                      for record in records if ok(record)
+                      and record["run"]["scheme"] == REFERENCE
+                      and record["run"]["workers"] == workers)
         if mean is None:
             continue
         expected = workers - 1
@@ -163,14 +193,13 @@ def holds(records, key):
     accuracy is within HOLDS_WITHIN of the scheme's best, and the first
     (smallest) where it is not: [(scheme, held, first broken, best)]."""
     verdicts = []
-    for scheme in schemes_of(records):
-        runs = sorted((record for record in records if ok(record)
-                       and record["run"]["scheme"] == scheme
-                       and record["run"].get(key) is not None),
-                      key=lambda record: record["run"][key])
-        accuracies = {record["run"][key]: None if record["measures"].get("diverged")
-                      else record["measures"].get("late_accuracy")
-                      for record in runs}
+    by_scheme = {}
+    for scheme, value, runs in cells(list(filter(ok, records)), key):
+        accuracy = accuracy_order(median_run(runs))
+        if value is not None:
+            by_scheme.setdefault(scheme, {})[value] = (
+                None if accuracy == -math.inf else accuracy)
+    for scheme, accuracies in by_scheme.items():
         finite = [value for value in accuracies.values() if value is not None]
         if not finite:
             continue
@@ -238,7 +267,9 @@ def section(group):
              "between a worker's pull and its commit, over the run's commits "
              "(mean / 95th percentile / max). *× 2 workers*: the job's "
              "examples per second against the same scheme's 2-worker run; "
-             "the two cores bound both.", ""]
+             "the two cores bound both. A cell the suite ran more than once shows "
+             "its median run (of two, the lower) and, in brackets, the range "
+             "of its runs' late test accuracy.", ""]
     if workers:
         parts += ["## Workers", ""] + workers_table(workers) + [""]
         parts += [f"## What many workers cost: {REFERENCE}", "",
@@ -272,9 +303,8 @@ def plots(group, folder):
             1, 2, figsize=(13, 5.5))
         colours = plt.get_cmap("tab20").colors
         for index, scheme in enumerate(schemes_of(workers)):
-            runs = sorted((record for record in workers
-                           if record["run"]["scheme"] == scheme),
-                          key=lambda record: record["run"]["workers"])
+            runs = [median_run(runs) for name, _, runs in cells(workers, "workers")
+                    if name == scheme]
             counts = [record["run"]["workers"] for record in runs]
             accuracy = [plotted_accuracy(record) for record in runs]
             style = {"color": colours[index % len(colours)], "marker": "o",
@@ -306,9 +336,8 @@ def plots(group, folder):
     if windows:
         figure, axes = plt.subplots(figsize=(7, 5))
         for scheme in schemes_of(windows):
-            runs = sorted((record for record in windows
-                           if record["run"]["scheme"] == scheme),
-                          key=lambda record: record["run"]["window"])
+            runs = [median_run(runs) for name, _, runs in cells(windows, "window")
+                    if name == scheme]
             axes.plot([record["run"]["window"] for record in runs],
                       [plotted_accuracy(record) for record in runs],
                       marker="o", label=scheme)
