@@ -188,10 +188,11 @@ def staleness_checks(records):
     return checks
 
 
-def holds(records, key):
+def holds(records, key, best_of=None):
     """Per scheme, the values of `key` (workers or window) where the late
-    accuracy is within HOLDS_WITHIN of the scheme's best, and the first
-    (smallest) where it is not: [(scheme, held, first broken, best)]."""
+    accuracy is within HOLDS_WITHIN of the scheme's best (at any value, or
+    `best_of[scheme]` if given), and the first (smallest) where it is not:
+    [(scheme, held, first broken, best, {value: accuracy})]."""
     verdicts = []
     by_scheme = {}
     for scheme, value, runs in cells(list(filter(ok, records)), key):
@@ -203,34 +204,71 @@ def holds(records, key):
         finite = [value for value in accuracies.values() if value is not None]
         if not finite:
             continue
-        best = max(finite)
+        best = (best_of or {}).get(scheme, max(finite))
         held = [value for value, accuracy in accuracies.items()
                 if accuracy is not None and accuracy >= best - HOLDS_WITHIN]
         broken = [value for value, accuracy in accuracies.items()
                   if accuracy is None or accuracy < best - HOLDS_WITHIN]
-        verdicts.append((scheme, held, broken[0] if broken else None, best))
+        verdicts.append((scheme, held, broken[0] if broken else None, best,
+                         accuracies))
     return verdicts
+
+
+def not_run(records, scheme):
+    """The worker counts at which every run of `scheme` failed, and why in
+    a few words."""
+    counts, memory = [], False
+    for name, workers, runs in cells(records, "workers"):
+        if name == scheme and not any(map(ok, runs)):
+            counts.append(workers)
+            memory = memory or all("GiB" in run.get("error", "") for run in runs)
+    if not counts:
+        return ""
+    why = ("the launcher refused them, short of memory on this machine"
+           if memory else "they failed (the table gives the error)")
+    return f" Not run at {', '.join(map(str, counts))} workers: {why}."
+
+
+def windows_named(windows):
+    return (f"window{'s' if len(windows) > 1 else ''} "
+            f"{', '.join(map(str, windows))}")
 
 
 def pick_lines(group):
     """What to pick at which scale: per scheme, where it holds and where it
-    first breaks, from both tables."""
+    first breaks, from both tables; a window holds if it keeps the scheme
+    within a point of its best at any worker count."""
     lines = []
-    windows = dict((scheme, (held, broken)) for scheme, held, broken, _ in
-                   holds([record for record in of_table(group, "windows")],
-                         "window"))
-    for scheme, held, broken, best in holds(of_table(group, "workers"), "workers"):
+    workers = of_table(group, "workers")
+    verdicts = holds(workers, "workers")
+    best_of = {scheme: best for scheme, _, _, best, _ in verdicts}
+    windows = {scheme: (held, accuracies) for scheme, held, _, _, accuracies
+               in holds(of_table(group, "windows"), "window", best_of)}
+    for scheme, held, broken, best, _ in verdicts:
         text = (f"- **{scheme}**: best late accuracy {100 * best:.2f}%; within "
                 f"{100 * HOLDS_WITHIN:g} point of it at "
                 f"{', '.join(map(str, held))} workers")
         text += (f"; first below at {broken} workers." if broken
-                 else "; none below up to the largest count run.")
+                 else f"; none below up to {max(held)}, the most run.")
+        text += not_run(workers, scheme)
         if scheme in windows:
-            window_held, window_broken = windows[scheme]
-            text += (f" At 16 workers it holds with windows "
-                     f"{', '.join(map(str, window_held))}"
-                     + (f", and first falls below at a window of {window_broken}."
-                        if window_broken else "."))
+            window_held, accuracies = windows[scheme]
+            finite = {window: accuracy for window, accuracy in accuracies.items()
+                      if accuracy is not None}
+            top = max(finite, key=finite.get) if finite else None
+            best_window = (f" (best: window {top}, {100 * finite[top]:.2f}%)"
+                           if top is not None else "")
+            others = [window for window in accuracies if window not in window_held]
+            if window_held:
+                text += (f" At 16 workers, {windows_named(window_held)} "
+                         f"{'keeps' if len(window_held) == 1 else 'keep'} it "
+                         f"within a point of that"
+                         + (f"; {windows_named(others)} "
+                            f"{'does' if len(others) == 1 else 'do'} not."
+                            if others else "."))
+            else:
+                text += (f" At 16 workers, no window keeps it within a point of "
+                         f"that{best_window}.")
         lines.append(text)
     return lines
 
