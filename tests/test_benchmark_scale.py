@@ -248,3 +248,19 @@ def test_a_window_holds_against_the_schemes_best_at_any_count(tmp_path):
             "window 1, 93.00%).") in text
     assert ("none below up to 2, the most run. Not run at 32 workers: the "
             "launcher refused them, short of memory on this machine.") in text
+
+
+def test_the_front_page_groups_the_schemes_by_the_most_workers_they_hold_at(
+        tmp_path):
+    """A scheme counts up to the last worker count before its first break,
+    every count up to it holding."""
+    records = [made_up("Hogwild", n, accuracy) for n, accuracy in
+               ((2, 0.975), (4, 0.974), (16, 0.972), (32, 0.93))]
+    records += [made_up("AGN", n, accuracy) for n, accuracy in
+                ((2, 0.965), (4, 0.95), (16, 0.96))]
+    records += [made_up("DOWNPOUR", n, 0.97) for n in (2, 4, 16)]
+    write(tmp_path, records)
+    group = store.read(str(tmp_path))
+    assert reports.scale.short_lines(group) == [
+        "- **up to 16 workers**: Hogwild, DOWNPOUR",
+        "- **up to 2 workers**: AGN"]

@@ -13,7 +13,7 @@ import os
 from . import common
 
 SPANS_CODE = True
-SNIPPETS = {"pick": 0, "cost": 0, "staleness": 0}
+SNIPPETS = {"pick": 0, "short": 0, "cost": 0, "staleness": 0}
 TITLE = "Every scheme at 2 to 40 workers"
 # The Hogwild runs the targets are read from.
 REFERENCE = "Hogwild"
@@ -273,6 +273,22 @@ def pick_lines(group):
     return lines
 
 
+def short_lines(group):
+    """The schemes grouped by the most workers they hold at, every count
+    from 2 up to it holding: the front page's answer."""
+    reach = {}
+    for scheme, held, broken, _, accuracies in holds(of_table(group, "workers"),
+                                                     "workers"):
+        counts = sorted(accuracies)
+        upto = [count for count in counts if broken is None or count < broken]
+        if upto and set(upto) <= set(held):
+            reach.setdefault(max(upto), []).append(scheme)
+    lines = []
+    for count in sorted(reach, reverse=True):
+        lines.append(f"- **up to {count} workers**: {', '.join(reach[count])}")
+    return lines
+
+
 def targets_lines(group):
     records = of_table(group, "workers")
     lines = []
@@ -392,12 +408,15 @@ def plots(group, folder):
 
 
 def snippet(name, args, source, link):
-    """The docs' blocks: `pick` (what to pick at which scale), `cost` (what
+    """The docs' blocks: `pick` (what to pick at which scale), `short` (the
+    schemes by the most workers each holds at), `cost` (what
     many workers cost two cores) and `staleness` (the E[τ] = n − 1 check)."""
     group = source.records
     results = link(os.path.join("benchmarks", "results", source.folder, "results.md"))
     if name == "pick":
         lines = pick_lines(group)
+    elif name == "short":
+        lines = short_lines(group)
     elif name == "cost":
         lines = cost_table(of_table(group, "workers"))
     elif name == "staleness":
