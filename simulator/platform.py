@@ -27,7 +27,10 @@ import os
 import re
 import statistics
 
+import numpy as np
+
 from guide.training.flags import UsageError, parameter_count
+from simulator import rules
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS_RESULTS = os.path.join(REPO, "benchmarks", "results", "steps", "runs.jsonl")
@@ -137,9 +140,6 @@ def measured_step_seconds():
         return stored[0], "benchmarks/results/steps"
     import time
 
-    import numpy as np
-
-    from simulator import rules
     rng = np.random.default_rng(0)
     params = rules.initial_parameters([128], 0)
     images = rng.random((REFERENCE_BATCH, 784), dtype=np.float32)
@@ -244,3 +244,41 @@ def flag_cluster(tasks, bytes_per_s, latency_s, step_s, source):
     """A machine of one core per task, on links of the given rate and latency."""
     return Cluster([Machine(f"host{index}", 1, bytes_per_s, latency_s)
                     for index in range(tasks)], step_s, 0.0, source)
+
+
+# The examples' variables are float32.
+FLOAT_BYTES = 4
+
+
+def shard_bytes(hidden_layers, ps_count):
+    """The model's bytes on each ps: replica_device_setter deals the
+    variables round-robin over the ps tasks in the order they are created,
+    the global step first (every example creates it first), then each
+    layer's weights and biases."""
+    widths = [rules.IMAGE_SIZE, *hidden_layers, rules.NUM_CLASSES]
+    sizes = [0]  # the global step: an int64 nobody moves in an exchange
+    for inputs, outputs in zip(widths, widths[1:]):
+        sizes += [inputs * outputs * FLOAT_BYTES, outputs * FLOAT_BYTES]
+    shards = [0] * ps_count
+    for index, size in enumerate(sizes):
+        shards[index % ps_count] += size
+    return shards
+
+
+class Stragglers:
+    """A minibatch's time as a multiple of the mean, drawn per minibatch:
+    `none` (always 1), `exp` (exponential), `lognormal:SIGMA` (log-normal of
+    that σ of the log), each of mean 1."""
+
+    def __init__(self, spec, seed):
+        self.rng = np.random.default_rng(seed)
+        self.spec = spec
+        kind, _, sigma = spec.partition(":")
+        self.kind, self.sigma = kind, float(sigma or 0)
+
+    def factor(self):
+        if self.kind == "exp":
+            return self.rng.exponential()
+        if self.kind == "lognormal":
+            return self.rng.lognormal(-self.sigma ** 2 / 2, self.sigma)
+        return 1.0

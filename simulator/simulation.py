@@ -18,8 +18,9 @@ import numpy as np
 
 from guide.examples import ALLREDUCE, EVERY_STEP, SYNC, SYNC_WINDOW, WINDOW
 from simulator import rules
+from simulator.platform import Stragglers, shard_bytes
+from simulator.reporting import Progress, nearest_rank
 
-FLOAT_BYTES = 4  # the examples' variables are float32
 # Host speed: SimGrid counts computation in flops; one "flop" is a nanosecond
 # of one core here, so that a step of s seconds is s × 1e9 of them.
 CORE_SPEED = 1e9
@@ -47,76 +48,6 @@ def _quiet_stderr():
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-
-
-def shard_bytes(hidden_layers, ps_count):
-    """The model's bytes on each ps: replica_device_setter deals the
-    variables round-robin over the ps tasks in the order they are created,
-    the global step first (every example creates it first), then each
-    layer's weights and biases."""
-    widths = [rules.IMAGE_SIZE, *hidden_layers, rules.NUM_CLASSES]
-    sizes = [0]  # the global step: an int64 nobody moves in an exchange
-    for inputs, outputs in zip(widths, widths[1:]):
-        sizes += [inputs * outputs * FLOAT_BYTES, outputs * FLOAT_BYTES]
-    shards = [0] * ps_count
-    for index, size in enumerate(sizes):
-        shards[index % ps_count] += size
-    return shards
-
-
-class Stragglers:
-    """A minibatch's time as a multiple of the mean, drawn per minibatch:
-    `none` (always 1), `exp` (exponential), `lognormal:SIGMA` (log-normal of
-    that σ of the log), each of mean 1."""
-
-    def __init__(self, spec, seed):
-        self.rng = np.random.default_rng(seed)
-        self.spec = spec
-        kind, _, sigma = spec.partition(":")
-        self.kind, self.sigma = kind, float(sigma or 0)
-
-    def factor(self):
-        if self.kind == "exp":
-            return self.rng.exponential()
-        if self.kind == "lognormal":
-            return self.rng.lognormal(-self.sigma ** 2 / 2, self.sigma)
-        return 1.0
-
-
-class Progress:
-    """One line on standard error, rewritten at most twice a second, on a
-    terminal only."""
-
-    def __init__(self, total, enabled):
-        self.total, self.enabled = total, enabled and sys.stderr.isatty()
-        self.started = self.shown = time.monotonic()
-
-    def update(self, done, simulated_s):
-        now = time.monotonic()
-        if not self.enabled or now - self.shown < 0.5:
-            return
-        self.shown = now
-        print(f"\rsimulating: {done:,}/{self.total:,} global steps, "
-              f"{simulated_s:,.1f} s simulated, {now - self.started:,.0f} s so far",
-              end="", file=sys.stderr, flush=True)
-
-    def close(self):
-        if self.enabled and self.shown > self.started:
-            print(file=sys.stderr, flush=True)
-
-
-def nearest_rank(histogram, percent):
-    """The least τ with ⌈percent · n / 100⌉ of the n commits of `histogram`
-    ({τ: commits}) at or below it, as result.json's staleness percentiles
-    are taken (guide/distributed/counters.py)."""
-    total = sum(histogram.values())
-    if not total:
-        return None
-    wanted, seen = -(-percent * total // 100), 0
-    for tau in sorted(histogram):
-        seen += histogram[tau]
-        if seen >= wanted:
-            return tau
 
 
 class Simulation:

@@ -43,7 +43,7 @@ PSS_CLUSTER = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
 EXAMPLES = sorted(glob.glob("*/*.py", root_dir=REPO) + ["Non-Distributed_Setup.py"])
 EXAMPLES = [path for path in EXAMPLES
             if path.split("/")[0] not in ("benchmarks", "guide", "kubernetes",
-                                           "launcher", "tests")]
+                                           "launcher", "simulator", "tests")]
 
 
 def tf_config(cluster, task_type, index):

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import PYTHON, run
 from simulator import cli, rules
+from simulator.platform import shard_bytes
 from simulator.schemes import SCHEMES
-from simulator.simulation import shard_bytes
 
 MODEL_BYTES = 4 * ((784 + 1) * 128 + (128 + 1) * 10)
 # Links so fast and a step so short that they take no time to speak of.
