@@ -24,7 +24,7 @@ COLUMNS = [("test_accuracy", "test accuracy", 4), ("examples_per_s", "examples/s
            ("time_to_target_s", "s to target", 2),
            ("time_to_target_ratio", "× baseline time to target", 2),
            ("rounds_per_1000_examples", "ps rounds / 1000 examples", 1),
-           ("mean_staleness", "mean staleness", 2)]
+           ("mean_staleness", "mean staleness (minibatches; Dynamic-SGD: commits)", 2)]
 BATCH_COLUMNS = COLUMNS[:3] + COLUMNS[5:6]
 
 
