@@ -231,12 +231,13 @@ def plots(group, folder):
 
 
 def snippet(name, args, source, link):
-    """The docs' blocks: `table` (the workers table) and `summary` (the
-    headline and a line per scheme)."""
-    pairs = rows(source.records, measured_records())
+    """The docs' blocks, of the workers table's cells: `table`, and
+    `summary` (the headline and a line per scheme)."""
+    pairs = [row for row in rows(source.records, measured_records())
+             if "workers" in row["tables"]]
     results = link(os.path.join("benchmarks", "results", source.folder, "results.md"))
     if name == "table":
-        lines = table([row for row in pairs if "workers" in row["tables"]])
+        lines = table(pairs)
     elif name == "summary":
         lines = [headline(pairs), ""] + scheme_lines(pairs)
     else:
