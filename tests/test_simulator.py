@@ -170,6 +170,14 @@ def test_this_machine_shares_its_cores():
     assert outcome["examples_per_s"] < alone["examples_per_s"]
 
 
+def test_sagns_window_may_be_longer_than_its_rounds():
+    """As SAGN's script allows it: its steps are rounds, each a window."""
+    outcome = simulate("SAGN", "--workers", "2", "--no_learning",
+                       "--communication_window", "8", "--train_steps", "3",
+                       *INSTANT)
+    assert outcome["global_step"] == 3
+
+
 def steps_record(cpu, local, server, ps, batch=100):
     """A line of the step tracer's runs.jsonl, CPU ms per kind of step."""
     kinds = [{"kind": "local", "cpu_ms": local},
