@@ -22,6 +22,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv tools demo test lint reliability faults bench bench-synthetic \
 	bench-quick bench-network bench-startup bench-steps bench-scale bench-thesis \
+	bench-simulator \
 	test-bench tensorboard ui-test ray test-ray test-real-data test-waits \
 	test-sessions test-users-path test-load test-recovery test-network test-scale \
 	simgrid test-simulator clean
@@ -144,6 +145,11 @@ bench-thesis: venv tools
 # Where a step's time goes: benchmarks/step_trace.py, stored (about 1 min).
 bench-steps: venv
 	$(BENCH) steps $(ARGS)
+
+# The simulator's validation: the scale suite's runs played by
+# `python -m simulator --machine this` (no TensorFlow; about 30 min).
+bench-simulator: venv simgrid
+	$(BENCH) simulator $(MNIST_FLAGS) $(ARGS)
 
 # Not part of `make test` (about 3 minutes): the benchmark tool end to end,
 # a failed run recorded and the suite going on (tests/bench_suite), then the

@@ -77,6 +77,8 @@ def command_for(run, logdir, data_dir=None, train_examples=None):
                 word.replace("{logdir}", logdir) for word in run["command"]]
         return argv, {}
     example = examples.BY_NAME[run["scheme"]]
+    if run.get("simulate"):
+        return simulator_command(run, logdir, data_dir), {}
     argv = example.command(sys.executable) + example_flags(run, data_dir,
                                                            train_examples)
     argv += ["--logdir", logdir]
@@ -93,6 +95,19 @@ def command_for(run, logdir, data_dir=None, train_examples=None):
     if "preload" in run:
         env[PRELOAD] = "1" if run["preload"] else "0"
     return argv, env
+
+
+def simulator_command(run, logdir, data_dir):
+    """The simulator's play of the example's run on this machine: the same
+    flags, the same cluster, its figures in the logdir's result.json."""
+    argv = [sys.executable, "-m", "simulator", run["scheme"], "--workers",
+            str(run["workers"])]
+    if "ps" in run:
+        argv += ["--ps", str(run["ps"])]
+    if run.get("rate", "none") != "none":
+        argv += ["--bandwidth", run["rate"]]
+    return argv + ["--machine", "this"] + example_flags(run, data_dir) + [
+        "--json", "--result", os.path.join(logdir, "result.json")]
 
 
 def shown_command(argv, env=None):

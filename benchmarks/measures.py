@@ -146,3 +146,12 @@ def of_example(scheme, result, curve):
         figures["startup_s"] = round(timeline["launch_to_result_s"]
                                      - result["wall_s"] - evaluations, 2)
     return {key: value for key, value in figures.items() if value is not None}
+
+
+def of_simulation(result):
+    """A simulated run's figures (the simulator's --json object), under the
+    names an example run's have; its seconds are simulated ones."""
+    keys = ("examples_per_s", "test_accuracy", "examples", "global_step",
+            "staleness_mean", "staleness_p50", "staleness_p95", "staleness_max",
+            "simulated_s")
+    return {key: result[key] for key in keys if result.get(key) is not None}

@@ -72,7 +72,7 @@ def run_one(suite, run, folder, data_dir=None, train_examples=None):
     # A checkpoint left by an earlier run would be restored, and the run
     # would start where that one ended.
     shutil.rmtree(logdir, ignore_errors=True)
-    if "command" in run:
+    if "command" in run or run.get("simulate"):
         os.makedirs(logdir)  # for whatever the command leaves there
     argv, env = commands.command_for(run, logdir, data_dir, train_examples)
     record = {"suite": suite.name, "report": suite.report, "run": run,
@@ -94,7 +94,9 @@ def run_one(suite, run, folder, data_dir=None, train_examples=None):
         # there for its report.
         try:
             found = {"result": result_of(logdir)}
-            if "command" not in run:
+            if run.get("simulate"):
+                record["measures"].update(measures.of_simulation(found["result"]))
+            elif "command" not in run:
                 found["curve"] = measures.with_final_point(found["result"],
                                                            curve_of(logdir))
                 record["measures"].update(measures.of_example(

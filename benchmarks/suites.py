@@ -8,8 +8,10 @@ every run (`dataset`, `examples`, `batch`, `worker_batch`, `window`,
 `schemes` x `workers` x `ps` x `rates` x `windows` x repeats x `preload`,
 with the `tables` of the report it belongs to, and any parameter of its
 own. A run given as a `command` (with a
-`name`) runs that command instead of an example. The same run listed
-twice belongs to both tables and runs once.
+`name`) runs that command instead of an example; a run that says
+`simulate = true` is the simulator's play of the example's run, with the
+same flags (`python -m simulator SCHEME --machine this`). The same run
+listed twice belongs to both tables and runs once.
 
 A suite of many hours says `spans_code = true`: a run recorded with
 earlier code then counts as done, so the suite can be resumed after the
@@ -29,7 +31,7 @@ from .errors import UsageError
 
 FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suites")
 REPORTS = ("compare", "defaults", "network", "startup", "steps", "scale",
-           "thesis")
+           "thesis", "validation")
 DATASETS = ("synthetic", "mnist")
 # Every example that reports an accuracy curve: all but the Supervisor variant.
 SCHEMES = [example.name for example in examples.EXAMPLES if example.hooks]
@@ -40,7 +42,8 @@ GROUPS = {"all": SCHEMES, "cluster": CLUSTER}
 PARAMETERS = {"dataset": str, "examples": int, "batch": int, "worker_batch": int,
               "window": int, "evaluations": int, "eval_every_examples": int,
               "train_steps": int, "eval_every": int, "network": str,
-              "timeout": int, "limited_margin": float, "flags": list}
+              "timeout": int, "limited_margin": float, "flags": list,
+              "simulate": bool}
 MATRIX = {"schemes": (list, str), "workers": list, "ps": list, "rates": list,
           "windows": list, "preload": list, "repeats": int}
 OTHER = {"tables": list, "name": str, "command": list}
@@ -147,6 +150,13 @@ def expand(where, entry):
     for scheme in schemes:
         if scheme not in examples.BY_NAME:
             raise UsageError(f"{where}: unknown scheme {scheme!r}")
+    if fixed.get("simulate"):
+        from simulator.schemes import SCHEMES as SIMULATED
+
+        missing = [scheme for scheme in schemes if scheme not in SIMULATED]
+        if missing:
+            raise UsageError(f"{where}: the simulator does not play "
+                             f"{missing[0]}; it plays {', '.join(SIMULATED)}")
     for scheme, workers, ps, rate, window, repeat, preload in itertools.product(
             schemes, entry.get("workers", [None]), entry.get("ps", [None]),
             entry.get("rates", [None]), entry.get("windows", [None]), repeats,
@@ -196,6 +206,8 @@ def label(run):
         parts.append("no limit" if run["rate"] == "none" else run["rate"])
     if "preload" in run:
         parts.append("preloaded" if run["preload"] else "a new Python per task")
+    if run.get("simulate"):
+        parts.append("simulated")
     if run["repeat"] > 1:
         parts.append(f"run {run['repeat']}")
     return ", ".join(parts)

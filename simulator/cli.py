@@ -101,6 +101,9 @@ def make_parser(scheme=None):
                              "steps (0: twenty times in the run)")
     output.add_argument("--json", action="store_true",
                         help="print one JSON object instead of a summary")
+    output.add_argument("--result", metavar="PATH",
+                        help="also write that JSON object to PATH (the "
+                             "benchmark tool's simulated runs read it)")
     if scheme:
         example = script_parser(scheme)
         training = parser.add_argument_group(
@@ -207,5 +210,8 @@ def main(argv=None):
         "bandwidth_bytes_per_s": cluster.machines[0].bytes_per_s,
         "latency_ms": args.latency, "stragglers": args.stragglers,
         "timing": cluster.source}
+    if args.result:
+        with open(args.result, "w") as stream:
+            json.dump(results, stream)
     print(json.dumps(results) if args.json else summary(results), flush=True)
     return 0

@@ -108,27 +108,43 @@ def step_seconds(reference_step_s, parameters, batch_size):
             * batch_size / REFERENCE_BATCH)
 
 
-def stored_step_measurements(path=STEPS_RESULTS):
-    """From the step tracer's stored runs (`make bench-steps`) at batch 100:
-    the median CPU seconds of a local step and of the extra an exchange with
-    the ps costs (a Hogwild step's CPU minus a local one's), and the cores;
+def this_cpu():
+    """This machine's processor, as the benchmark tool records it."""
+    from benchmarks.provenance import machine
+
+    return machine()["cpu"]
+
+
+def stored_step_measurements(path=STEPS_RESULTS, cpu=None):
+    """From the step tracer's stored runs (`make bench-steps`) at batch 100,
+    those of this machine's processor (`cpu`) if there are any, else all:
+    the median CPU seconds of a local step in a session on the worker's
+    server, as a worker runs its steps (the plain session's where a run has
+    no such step), of the extra an exchange with the ps costs (a ps step's
+    CPU minus that), the cores, and the processors they were measured on;
     None where there are none."""
-    local, exchange, cores = [], [], set()
+    runs = []
     try:
         with open(path) as stream:
             for line in stream:
-                result = json.loads(line).get("result") or {}
+                record = json.loads(line)
+                result = record.get("result") or {}
                 if result.get("batch_size") != REFERENCE_BATCH:
                     continue
                 kinds = {kind["kind"]: kind["cpu_ms"] for kind in result["kinds"]}
-                local.append(kinds["local"] / 1000)
-                exchange.append((kinds["ps"] - kinds["local"]) / 1000)
-                cores.add(result["cores"])
+                local = kinds.get("local, through a server", kinds["local"])
+                runs.append((local / 1000, (kinds["ps"] - local) / 1000,
+                             result["cores"], (record.get("machine") or {}).get("cpu")))
     except (OSError, ValueError, KeyError):
         return None
-    if not local:
+    cpu = this_cpu() if cpu is None else cpu
+    runs = [run for run in runs if run[3] == cpu] or runs
+    if not runs:
         return None
-    return statistics.median(local), statistics.median(exchange), max(cores)
+    processors = ", ".join(sorted({str(run[3]) for run in runs}))
+    return (statistics.median(run[0] for run in runs),
+            statistics.median(run[1] for run in runs),
+            max(run[2] for run in runs), processors)
 
 
 def measured_step_seconds():
@@ -137,7 +153,7 @@ def measured_step_seconds():
     gradient (the median of 20 steps)."""
     stored = stored_step_measurements()
     if stored:
-        return stored[0], "benchmarks/results/steps"
+        return stored[0], f"benchmarks/results/steps, measured on {stored[3]}"
     import time
 
     rng = np.random.default_rng(0)
@@ -160,8 +176,8 @@ def this_machine(bytes_per_s, latency_s):
     stored = stored_step_measurements()
     cores = os.cpu_count() or 1
     if stored:
-        step_s, exchange_s, _ = stored
-        source = "benchmarks/results/steps"
+        step_s, exchange_s, _, processors = stored
+        source = f"benchmarks/results/steps, measured on {processors}"
     else:
         (step_s, source), exchange_s = measured_step_seconds(), 0.0
     machine = Machine("this", cores, bytes_per_s or LOOPBACK_BYTES_PER_S,

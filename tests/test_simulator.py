@@ -9,7 +9,7 @@ import math
 import pytest
 
 from conftest import PYTHON, run
-from simulator import cli, rules
+from simulator import cli, platform, rules
 from simulator.platform import shard_bytes
 from simulator.schemes import SCHEMES
 
@@ -168,6 +168,44 @@ def test_this_machine_shares_its_cores():
     alone = simulate("Hogwild", "--workers", "4", "--no_learning",
                      "--train_steps", "200", *INSTANT)
     assert outcome["examples_per_s"] < alone["examples_per_s"]
+
+
+def test_sagns_window_may_be_longer_than_its_rounds():
+    """As SAGN's script allows it: its steps are rounds, each a window."""
+    outcome = simulate("SAGN", "--workers", "2", "--no_learning",
+                       "--communication_window", "8", "--train_steps", "3",
+                       *INSTANT)
+    assert outcome["global_step"] == 3
+
+
+def steps_record(cpu, local, server, ps, batch=100):
+    """A line of the step tracer's runs.jsonl, CPU ms per kind of step."""
+    kinds = [{"kind": "local", "cpu_ms": local},
+             {"kind": "local, through a server", "cpu_ms": server},
+             {"kind": "ps", "cpu_ms": ps}]
+    return json.dumps({"machine": {"cpu": cpu}, "result": {
+        "batch_size": batch, "cores": 2, "kinds": kinds}})
+
+
+def test_this_machines_steps_are_a_workers_on_this_processor(tmp_path):
+    """A worker runs its local steps in a session on its server, so a step
+    costs that session's CPU, and an exchange the ps step's beyond it: a
+    window of T then costs (T − 1) such steps and one ps step, as the step
+    tracer's window row counts it. This processor's runs are used where
+    there are any; the source names the processors."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join([steps_record("A", 1.0, 1.5, 5.0),
+                               steps_record("B", 2.0, 3.0, 9.0),
+                               steps_record("A", 9.0, 9.0, 99.0, batch=1000)]))
+    step, exchange, cores, processors = platform.stored_step_measurements(
+        str(path), cpu="A")
+    assert (step, exchange, cores, processors) == (0.0015, 0.0035, 2, "A")
+    window = 8
+    assert (window * step + exchange) / window == pytest.approx(
+        ((window - 1) * 1.5 + 5.0) / window / 1000)
+    step, exchange, _, processors = platform.stored_step_measurements(
+        str(path), cpu="C")
+    assert step == pytest.approx(0.00225) and processors == "A, B"
 
 
 def test_initial_parameters_are_the_models_shapes_and_scale():

@@ -12,10 +12,21 @@ import os
 
 from .. import store
 from ..errors import UsageError
-from . import common, compare, defaults, network, scale, startup, steps, thesis
+from . import (
+    common,
+    compare,
+    defaults,
+    network,
+    scale,
+    startup,
+    steps,
+    thesis,
+    validation,
+)
 
 KINDS = {"compare": compare, "defaults": defaults, "network": network,
-         "startup": startup, "steps": steps, "scale": scale, "thesis": thesis}
+         "startup": startup, "steps": steps, "scale": scale, "thesis": thesis,
+         "validation": validation}
 
 
 def check(kind):
