@@ -58,9 +58,14 @@ def shown(value, digits=None, suffix=""):
     return f"{value:,}{suffix}" if isinstance(value, int) else f"{value}{suffix}"
 
 
-def median(values):
+def median(values, digits=2):
+    """The median of the values given (None left out), rounded to `digits`
+    (None: not rounded); None if there are none."""
     values = [value for value in values if value is not None]
-    return round(statistics.median(values), 2) if values else None
+    if not values:
+        return None
+    middle = statistics.median(values)
+    return middle if digits is None else round(middle, digits)
 
 
 def topology(run):

@@ -65,12 +65,7 @@ def median_run(runs):
 
 
 def median(values):
-    values = sorted(value for value in values if value is not None)
-    if not values:
-        return None
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1]
-                                                   + values[middle]) / 2
+    return common.median(values, digits=None)
 
 
 def accuracy_cell(figures, runs=()):

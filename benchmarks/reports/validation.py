@@ -40,12 +40,7 @@ def measured_records(folder=None):
 
 
 def median(values):
-    values = sorted(value for value in values if value is not None)
-    if not values:
-        return None
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1]
-                                                   + values[middle]) / 2
+    return common.median(values, digits=None)
 
 
 def medians(records):
