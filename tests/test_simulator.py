@@ -165,6 +165,11 @@ def test_this_machine_shares_its_cores():
     outcome = simulate("Hogwild", "--workers", "4", "--no_learning",
                        "--machine", "this", "--train_steps", "200")
     assert outcome["settings"]["timing"].startswith("this machine")
+    # The loop's cost is the stored step runs' of this processor.
+    stored = platform.stored_step_measurements()
+    assert outcome["settings"]["hooked_loop_ms"] == round(
+        stored.hooked_loop_s * 1000, 4)
+    assert outcome["settings"]["loop_ms"] == round(stored.loop_s * 1000, 4)
     alone = simulate("Hogwild", "--workers", "4", "--no_learning",
                      "--train_steps", "200", *INSTANT)
     assert outcome["examples_per_s"] < alone["examples_per_s"]
