@@ -16,7 +16,18 @@ and the CPU time (all threads) per step side by side:
   worker);
 - window 8: not run, but computed from the two rows above it: seven local
   steps through the server and one with the ps, as in the windowed schemes
-  at T = 8.
+  at T = 8;
+- loop, hooked run: the examples' own loop around the ps step, as a worker
+  that is not the chief runs it: a MonitoredTrainingSession on the worker's
+  server with StopAtStepHook and report.ProgressHook, each step drawing its
+  minibatch from data.Batches and feeding it with classifier.feed
+  (Hogwild's and Synchronous-SGD's step, a window's pull);
+- loop, run without hooks: the same loop around the local step through the
+  server, run by monitored.run_without_hooks (a window's local step).
+
+What the two loop rows cost beyond the tight rows of the same op (the ps
+step's, the local step's through the server) is the step's cost outside
+its session.run: the hooks, the feed, the next minibatch, the Python loop.
 
 Then it traces three ps steps (RunOptions FULL_TRACE) and, for the fullest
 trace, sums per device the time spent in the model's ops and in receiving
@@ -27,7 +38,8 @@ C × 1000 / (CPU ms per step) × batch: that bound is printed too.
 --result writes the same figures as JSON (the `steps` suite's runs do, for
 its report: `python -m benchmarks run steps`): the batch size, the steps,
 the cores, the window; per kind of step its wall and CPU ms, both against
-the local step's, and the examples per second the cores allow; the traced
+the local step's, and the examples per second the cores allow; the loop's
+wall and CPU ms per run beyond the tight rows' (`loop_overhead`); the traced
 ps step's sums per job; and the bytes of each parameter tensor.
 """
 
@@ -50,15 +62,25 @@ WINDOW = 8
 TRACED_STEPS = 3
 
 
-def time_steps(session, train_op, feed, steps):
-    """(wall ms, CPU ms) per step, after a warm-up."""
+# Rows in each shard the loop rows draw their minibatches from: many
+# batches, so that Batches reshuffles as seldom as in a run.
+LOOP_EXAMPLES = 30_000
+
+
+def time_calls(call, steps):
+    """(wall ms, CPU ms) per call of `call`, after a warm-up."""
     for _ in range(20):
-        session.run(train_op, feed)
+        call()
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
-        session.run(train_op, feed)
+        call()
     return (1000 * (time.perf_counter() - wall) / steps,
             1000 * (time.process_time() - cpu) / steps)
+
+
+def time_steps(session, train_op, feed, steps):
+    """(wall ms, CPU ms) per step of a tight loop of session.run."""
+    return time_calls(lambda: session.run(train_op, feed), steps)
 
 
 def batch(size):
@@ -125,6 +147,49 @@ def remote_steps(args):
     return local_ms, ps_ms, window_ms, fullest, sizes
 
 
+def loop_steps(args):
+    """(wall ms, CPU ms) per step of the examples' loop on the worker's
+    server, variables on a ps: a hooked run of the ps step, then a run of
+    the local step without the hooks; each draws and feeds a minibatch."""
+    from guide.training import data, monitored, report
+
+    ps_port, worker_port = free_ports(2)
+    cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
+                                    "worker": [f"127.0.0.1:{worker_port}"]})
+    tf.distribute.Server(cluster, job_name="ps", task_index=0)
+    worker = tf.distribute.Server(cluster, job_name="worker", task_index=0)
+    with tf.Graph().as_default():
+        setter = tf.compat.v1.train.replica_device_setter(
+            worker_device="/job:worker/task:0", cluster=cluster)
+        with tf.compat.v1.device(setter):
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            classifier = model.Classifier(0, summaries=False)
+            train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                classifier.loss, global_step=global_step)
+        with tf.compat.v1.device("/job:worker/task:0"):
+            local = model.Classifier(1, summaries=False)
+            local_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                local.loss)
+        rng = np.random.default_rng(0)
+        batches = data.Batches(
+            rng.random((LOOP_EXAMPLES, model.IMAGE_SIZE), dtype=np.float32),
+            rng.integers(0, 10, LOOP_EXAMPLES), args.batch_size, seed=0)
+        # A worker's hooks, as the scripts build them: never stopping nor
+        # printing within the timed steps (a run prints a line a tenth of
+        # its steps apart) and no summaries (only the chief writes them).
+        never = 2 ** 62
+        hooks = [tf.compat.v1.train.StopAtStepHook(last_step=never),
+                 report.ProgressHook(global_step, classifier.loss, never,
+                                     examples_per_step=args.batch_size)]
+        with tf.compat.v1.train.MonitoredTrainingSession(
+                master=worker.target, is_chief=True, hooks=hooks) as session:
+            hooked = time_calls(lambda: session.run(
+                train_op, classifier.feed(*batches.next())), args.steps)
+            unhooked = time_calls(lambda: monitored.run_without_hooks(
+                session, local_op, local.feed(*batches.next())), args.steps)
+    return hooked, unhooked
+
+
 def trace_sums(metadata):
     """{device: (ms in ops, ms receiving tensors, tensors received)}."""
     sums = {}
@@ -149,11 +214,26 @@ def allowed(cores, cpu_ms, batch_size):
     return cores * 1000 / cpu_ms * batch_size
 
 
+# Each loop row, and the tight row of the same op it is measured against.
+LOOP_ROWS = {"loop, hooked run": "ps",
+             "loop, run without hooks": "local, through a server"}
+
+
+def loop_overhead(timed):
+    """{loop row: {wall_ms, cpu_ms}}: what a run of the loop costs beyond
+    the tight session.run of the same op."""
+    times = dict(timed)
+    return {kind: {"wall_ms": round(times[kind][0] - times[tight][0], 4),
+                   "cpu_ms": round(times[kind][1] - times[tight][1], 4)}
+            for kind, tight in LOOP_ROWS.items() if kind in times}
+
+
 def figures(args, cores, timed, sums, sizes):
     """What --result writes: `timed` is [(kind, (wall ms, CPU ms))], the
     local step's first."""
     local_wall, local_cpu = timed[0][1]
     return {
+        "loop_overhead": loop_overhead(timed),
         "batch_size": args.batch_size, "steps": args.steps, "cores": cores,
         "window": WINDOW,
         "kinds": [{"kind": kind, "wall_ms": round(wall, 4), "cpu_ms": round(cpu, 4),
@@ -191,9 +271,11 @@ def main():
     tf.get_logger().setLevel("ERROR")
     local_ms = local_step(args)
     server_ms, ps_ms, window_ms, sums, sizes = remote_steps(args)
+    hooked_ms, unhooked_ms = loop_steps(args)
     cores = len(os.sched_getaffinity(0))
     timed = [("local", local_ms), ("local, through a server", server_ms),
-             ("ps", ps_ms), ("window", window_ms)]
+             ("ps", ps_ms), ("window", window_ms),
+             ("loop, hooked run", hooked_ms), ("loop, run without hooks", unhooked_ms)]
     print(f"batch {args.batch_size}, per step: wall ms (× local), CPU ms (× local), "
           f"examples/s that {cores} cores allow at most:")
     for kind, (wall, cpu) in timed:
@@ -201,6 +283,10 @@ def main():
         print(f"  {name:24} {wall:6.2f} ms ({wall / local_ms[0]:.2f}×)  "
               f"{cpu:6.2f} ms ({cpu / local_ms[1]:.2f}×)  "
               f"{allowed(cores, cpu, args.batch_size):9,.0f}")
+    print("the loop's cost beyond the tight run of the same op, per run:")
+    for kind, extra in loop_overhead(timed).items():
+        print(f"  {kind:24} {extra['wall_ms']:6.2f} ms wall  "
+              f"{extra['cpu_ms']:6.2f} ms CPU")
     print("one traced ps step, per job: ms in ops, ms receiving tensors "
           "(tensors received):")
     for job, (ops, receive, received) in sorted(sums.items()):

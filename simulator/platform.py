@@ -17,9 +17,12 @@ default model and batch of 100 (scaled to the run's, see `step_seconds`);
 or give `gflops` (a core's rate, GFLOP/s) and the step costs the model's
 6 × parameters × batch floating-point operations. `exchange_cpu_ms` is the
 CPU an exchange with the ps costs its worker's machine (serialising and
-copying tensors), 0 by default.
+copying tensors), 0 by default. `loop_ms` is the CPU a run of the script's
+loop costs its worker's machine outside the run's session.run (the hooks,
+the next minibatch and its feed, the Python loop), 0 by default.
 """
 
+import collections
 import dataclasses
 import json
 import math
@@ -84,6 +87,15 @@ class Cluster:
     exchange_cpu_s: float = 0.0
     # How the step time was found, for the output.
     source: str = ""
+    # The CPU seconds a run of the script's loop costs outside its
+    # session.run: one without the hooks (a window's local step), and a
+    # hooked one (Hogwild's step, a window's pull), the same if not given.
+    loop_s: float = 0.0
+    hooked_loop_s: float = None
+
+    def __post_init__(self):
+        if self.hooked_loop_s is None:
+            self.hooked_loop_s = self.loop_s
 
     def step_s_for(self, hidden_layers, batch_size):
         """A minibatch's seconds on one core for this model and batch."""
@@ -115,14 +127,21 @@ def this_cpu():
     return machine()["cpu"]
 
 
+# What the step tracer's stored runs give (stored_step_measurements).
+StepMeasurements = collections.namedtuple(
+    "StepMeasurements", "step_s exchange_s cores processors loop_s hooked_loop_s")
+
+
 def stored_step_measurements(path=STEPS_RESULTS, cpu=None):
     """From the step tracer's stored runs (`make bench-steps`) at batch 100,
-    those of this machine's processor (`cpu`) if there are any, else all:
-    the median CPU seconds of a local step in a session on the worker's
-    server, as a worker runs its steps (the plain session's where a run has
-    no such step), of the extra an exchange with the ps costs (a ps step's
-    CPU minus that), the cores, and the processors they were measured on;
-    None where there are none."""
+    those of this machine's processor (`cpu`) if there are any, else all,
+    the medians of: the CPU seconds of a local step in a session on the
+    worker's server, as a worker runs its steps (the plain session's where
+    a run has no such step); the extra an exchange with the ps costs (a ps
+    step's CPU minus that); and what a run of the examples' loop costs
+    beyond its session.run, without the hooks and hooked (0 where no run
+    has the loop's rows). Also the cores and the processors they were
+    measured on. None where there are none."""
     runs = []
     try:
         with open(path) as stream:
@@ -133,18 +152,29 @@ def stored_step_measurements(path=STEPS_RESULTS, cpu=None):
                     continue
                 kinds = {kind["kind"]: kind["cpu_ms"] for kind in result["kinds"]}
                 local = kinds.get("local, through a server", kinds["local"])
+                loop = {kind: extra["cpu_ms"] / 1000 for kind, extra
+                        in (result.get("loop_overhead") or {}).items()}
                 runs.append((local / 1000, (kinds["ps"] - local) / 1000,
-                             result["cores"], (record.get("machine") or {}).get("cpu")))
+                             result["cores"], (record.get("machine") or {}).get("cpu"),
+                             loop))
     except (OSError, ValueError, KeyError):
         return None
     cpu = this_cpu() if cpu is None else cpu
     runs = [run for run in runs if run[3] == cpu] or runs
     if not runs:
         return None
-    processors = ", ".join(sorted({str(run[3]) for run in runs}))
-    return (statistics.median(run[0] for run in runs),
-            statistics.median(run[1] for run in runs),
-            max(run[2] for run in runs), processors)
+
+    def loop(kind):
+        # A step costs at least its session.run: a negative difference of
+        # two noisy medians is none.
+        values = [run[4][kind] for run in runs if kind in run[4]]
+        return max(statistics.median(values), 0.0) if values else 0.0
+
+    return StepMeasurements(
+        statistics.median(run[0] for run in runs),
+        statistics.median(run[1] for run in runs), max(run[2] for run in runs),
+        ", ".join(sorted({str(run[3]) for run in runs})),
+        loop("loop, run without hooks"), loop("loop, hooked run"))
 
 
 def measured_step_seconds():
@@ -175,14 +205,15 @@ def this_machine(bytes_per_s, latency_s):
     cost)."""
     stored = stored_step_measurements()
     cores = os.cpu_count() or 1
-    if stored:
-        step_s, exchange_s, _, processors = stored
-        source = f"benchmarks/results/steps, measured on {processors}"
-    else:
-        (step_s, source), exchange_s = measured_step_seconds(), 0.0
     machine = Machine("this", cores, bytes_per_s or LOOPBACK_BYTES_PER_S,
                       latency_s if bytes_per_s else 0.0)
-    return Cluster([machine], step_s, exchange_s, f"this machine ({source})")
+    if not stored:
+        step_s, source = measured_step_seconds()
+        return Cluster([machine], step_s, 0.0, f"this machine ({source})")
+    return Cluster([machine], stored.step_s, stored.exchange_s,
+                   f"this machine (benchmarks/results/steps, measured on "
+                   f"{stored.processors})",
+                   loop_s=stored.loop_s, hooked_loop_s=stored.hooked_loop_s)
 
 
 def _problem(path, text):
@@ -205,7 +236,7 @@ def read_machine_file(path, bytes_per_s, latency_s):
             description.get("machines"), list) or not description["machines"]:
         raise _problem(path, 'needs "machines", a non-empty list such as '
                              '[{"count": 64, "cores": 8, "bandwidth": "10Gbps"}]')
-    known = {"machines", "step_ms", "gflops", "exchange_cpu_ms"}
+    known = {"machines", "step_ms", "gflops", "exchange_cpu_ms", "loop_ms"}
     unknown = sorted(set(description) - known)
     if unknown:
         raise _problem(path, f"unknown key {unknown[0]!r}; use only "
@@ -242,18 +273,22 @@ def read_machine_file(path, bytes_per_s, latency_s):
         raise _problem(path, 'give the computation as one of "step_ms" (a '
                              'minibatch of 100 on one core of the 784-128-10 '
                              'model) or "gflops" (a core\'s rate)')
-    for key, value in (("step_ms", step_ms), ("gflops", gflops),
-                       ("exchange_cpu_ms", description.get("exchange_cpu_ms", 0))):
+    costs = {key: description.get(key, 0) for key in ("exchange_cpu_ms", "loop_ms")}
+    for key, value in (("step_ms", step_ms), ("gflops", gflops), *costs.items()):
         if value is not None and (not isinstance(value, (int, float))
                                   or isinstance(value, bool) or value < 0
-                                  or (key != "exchange_cpu_ms" and value == 0)):
-            raise _problem(path, f"{key} must be a positive number, got {value!r}")
+                                  or not math.isfinite(value)
+                                  or (key not in costs and value == 0)):
+            what = ("a number of milliseconds, 0 or more" if key in costs
+                    else "a positive number")
+            raise _problem(path, f"{key} must be {what}, got {value!r}")
     if step_ms is not None:
         step_s = step_ms / 1000
     else:  # a forward and backward pass: about 6 operations per parameter and example
         step_s = 6 * REFERENCE_PARAMETERS * REFERENCE_BATCH / (gflops * 1e9)
-    return Cluster(machines, step_s, description.get("exchange_cpu_ms", 0) / 1000,
-                   f"machine file {os.path.basename(path)}")
+    return Cluster(machines, step_s, costs["exchange_cpu_ms"] / 1000,
+                   f"machine file {os.path.basename(path)}",
+                   loop_s=costs["loop_ms"] / 1000)
 
 
 def flag_cluster(tasks, bytes_per_s, latency_s, step_s, source):

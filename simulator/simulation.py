@@ -65,6 +65,12 @@ class Simulation:
         self.examples_per_step = scheme.examples_per_step(args, workers)
         self.step_s = cluster.step_s_for(args.hidden_layers, args.batch_size)
         self.exchange_s = cluster.exchange_s_for(args.hidden_layers)
+        # The CPU a run of the script's loop costs outside its session.run:
+        # with each local step of a window (or allreduce step), and between
+        # a commit and the worker's next read (the runs in between).
+        self.loop_s = (cluster.loop_s if scheme.kind in (WINDOW, SYNC_WINDOW, ALLREDUCE)
+                       else 0.0)
+        self.after_commit_s = self._after_commit_s(cluster)
         self.model_bytes = sum(shard_bytes(args.hidden_layers, 1))
         self.shards = shard_bytes(args.hidden_layers, max(self.ps, 1))
         self.eval_every = eval_every or max(1, args.train_steps // 20)
@@ -118,13 +124,28 @@ class Simulation:
             self.cpu[task] = cores[machine.name]
         zone.seal()
 
+    def _after_commit_s(self, cluster):
+        """The loop's CPU from a commit to the next read, by the scripts'
+        loops: a hooked run (Hogwild's, Synchronous-SGD's step); a window's
+        commit run and its hooked pull (the elastic schemes': the exchange
+        and the hooked note); SAGN's hooked commit and its pull, and its
+        barrier's run with R = W."""
+        hooked, plain, kind = cluster.hooked_loop_s, cluster.loop_s, self.scheme.kind
+        if kind in (EVERY_STEP, SYNC):
+            return hooked
+        if kind == WINDOW:
+            return plain + hooked
+        if kind == SYNC_WINDOW:
+            return hooked + plain * (2 if self.replicas == self.workers else 1)
+        return 0.0  # an allreduce step is one run, charged with its compute
+
     # --- The events every scheme is made of ---
 
     def _compute(self, seconds):
         self.sg.this_actor.execute(seconds * CORE_SPEED)
 
     def _local_step_time(self):
-        return self.step_s * self.stragglers.factor()
+        return self.step_s * self.stragglers.factor() + self.loop_s
 
     def _send(self, pairs):
         """Sends (from task, to task, bytes) at once; returns when all arrived."""
@@ -228,6 +249,8 @@ class Simulation:
             self._advance(self.window)
             if lock:
                 lock.unlock()
+            if self.after_commit_s:
+                self._compute(self.after_commit_s)
             if self.scheme.keeps_local_copy:
                 pulled_at = self.clock  # the exchange noted, as the script notes it
             elif not every_step:
@@ -267,6 +290,8 @@ class Simulation:
             local_step = self._take_token()
             if self.barrier is not None:
                 self.barrier.wait()
+            if self.after_commit_s:
+                self._compute(self.after_commit_s)
         # As the scripts' release_token_waiters: a token for every other worker.
         self._release_tokens(self.workers - 1)
         self.finished_at = max(self.finished_at, self.engine.clock)

@@ -165,6 +165,11 @@ def test_this_machine_shares_its_cores():
     outcome = simulate("Hogwild", "--workers", "4", "--no_learning",
                        "--machine", "this", "--train_steps", "200")
     assert outcome["settings"]["timing"].startswith("this machine")
+    # The loop's cost is the stored step runs' of this processor.
+    stored = platform.stored_step_measurements()
+    assert outcome["settings"]["hooked_loop_ms"] == round(
+        stored.hooked_loop_s * 1000, 4)
+    assert outcome["settings"]["loop_ms"] == round(stored.loop_s * 1000, 4)
     alone = simulate("Hogwild", "--workers", "4", "--no_learning",
                      "--train_steps", "200", *INSTANT)
     assert outcome["examples_per_s"] < alone["examples_per_s"]
@@ -178,34 +183,84 @@ def test_sagns_window_may_be_longer_than_its_rounds():
     assert outcome["global_step"] == 3
 
 
-def steps_record(cpu, local, server, ps, batch=100):
-    """A line of the step tracer's runs.jsonl, CPU ms per kind of step."""
+def steps_record(cpu, local, server, ps, batch=100, loop=None):
+    """A line of the step tracer's runs.jsonl, CPU ms per kind of step;
+    `loop`: (without hooks, hooked), the loop's CPU ms beyond session.run."""
     kinds = [{"kind": "local", "cpu_ms": local},
              {"kind": "local, through a server", "cpu_ms": server},
              {"kind": "ps", "cpu_ms": ps}]
-    return json.dumps({"machine": {"cpu": cpu}, "result": {
-        "batch_size": batch, "cores": 2, "kinds": kinds}})
+    result = {"batch_size": batch, "cores": 2, "kinds": kinds}
+    if loop:
+        result["loop_overhead"] = {
+            "loop, run without hooks": {"cpu_ms": loop[0], "wall_ms": 9.0},
+            "loop, hooked run": {"cpu_ms": loop[1], "wall_ms": 9.0}}
+    return json.dumps({"machine": {"cpu": cpu}, "result": result})
 
 
 def test_this_machines_steps_are_a_workers_on_this_processor(tmp_path):
     """A worker runs its local steps in a session on its server, so a step
     costs that session's CPU, and an exchange the ps step's beyond it: a
     window of T then costs (T − 1) such steps and one ps step, as the step
-    tracer's window row counts it. This processor's runs are used where
-    there are any; the source names the processors."""
+    tracer's window row counts it. A run of the loop costs its CPU beyond
+    session.run, hooked or not. This processor's runs are used where there
+    are any; the source names the processors."""
     path = tmp_path / "runs.jsonl"
-    path.write_text("\n".join([steps_record("A", 1.0, 1.5, 5.0),
-                               steps_record("B", 2.0, 3.0, 9.0),
-                               steps_record("A", 9.0, 9.0, 99.0, batch=1000)]))
-    step, exchange, cores, processors = platform.stored_step_measurements(
-        str(path), cpu="A")
-    assert (step, exchange, cores, processors) == (0.0015, 0.0035, 2, "A")
+    path.write_text("\n".join([steps_record("A", 1.0, 1.5, 5.0, loop=(0.5, 2.0)),
+                               steps_record("B", 2.0, 3.0, 9.0, loop=(7.0, 7.0)),
+                               steps_record("A", 9.0, 9.0, 99.0, batch=1000,
+                                            loop=(9.0, 9.0))]))
+    stored = platform.stored_step_measurements(str(path), cpu="A")
+    assert stored == (0.0015, 0.0035, 2, "A", 0.0005, 0.002)
     window = 8
-    assert (window * step + exchange) / window == pytest.approx(
+    assert (window * stored.step_s + stored.exchange_s) / window == pytest.approx(
         ((window - 1) * 1.5 + 5.0) / window / 1000)
-    step, exchange, _, processors = platform.stored_step_measurements(
-        str(path), cpu="C")
-    assert step == pytest.approx(0.00225) and processors == "A, B"
+    stored = platform.stored_step_measurements(str(path), cpu="C")
+    assert stored.step_s == pytest.approx(0.00225) and stored.processors == "A, B"
+    assert stored.loop_s == pytest.approx(0.00375)
+    # Runs from before the loop's rows charge no loop.
+    path.write_text(steps_record("A", 1.0, 1.5, 5.0))
+    stored = platform.stored_step_measurements(str(path), cpu="A")
+    assert (stored.loop_s, stored.hooked_loop_s) == (0.0, 0.0)
+
+
+def loop_machine(tmp_path, loop_ms, step_ms=1.0):
+    """A machine file: a machine of one core per task, instant links."""
+    machine = tmp_path / f"loop-{loop_ms}.json"
+    machine.write_text(json.dumps({
+        "machines": [{"name": "node", "count": 5, "bandwidth": "1000TBps",
+                      "latency_ms": 0}],
+        "step_ms": step_ms, "loop_ms": loop_ms}))
+    return str(machine)
+
+
+def test_the_loop_runs_between_a_commit_and_the_next_read(tmp_path):
+    """One worker's cycle is its step and the loop's runs: Hogwild's step
+    and its hooked run; a window of T local steps, each a run, then the
+    commit's run and the pull's."""
+    machine = loop_machine(tmp_path, 3.0, step_ms=2.0)
+    hogwild = simulate("Hogwild", "--workers", "1", "--no_learning",
+                       "--machine", machine, "--train_steps", "100")
+    assert hogwild["simulated_s"] == pytest.approx(100 * 0.005, rel=1e-4)
+    assert hogwild["settings"]["loop_ms"] == 3.0
+    downpour = simulate("DOWNPOUR", "--workers", "1", "--no_learning",
+                        "--communication_window", "4", "--machine", machine,
+                        "--train_steps", "100")
+    assert downpour["simulated_s"] == pytest.approx(
+        100 / 4 * (4 * (0.002 + 0.003) + 2 * 0.003), rel=1e-4)
+
+
+def test_staleness_falls_with_the_loop_as_predicted(tmp_path):
+    """Others' commits that land between a worker's commit and its next
+    read are not stale: with steps of mean c (exponential, so the workers
+    drift apart) and a loop of g after each commit, τ averages about
+    (W − 1) c / (c + g), not W − 1."""
+    workers, c = 4, 1.0
+    for g in (0.0, 1.0, 3.0):
+        outcome = simulate("Hogwild", "--workers", str(workers), "--no_learning",
+                           "--stragglers", "exp", "--train_steps", "4000",
+                           "--machine", loop_machine(tmp_path, g, step_ms=c))
+        assert outcome["staleness_mean"] == pytest.approx(
+            (workers - 1) * c / (c + g), rel=0.08)
 
 
 def test_initial_parameters_are_the_models_shapes_and_scale():
@@ -251,6 +306,8 @@ def test_bad_input_is_one_line_and_exit_code_2(flags, says):
     ('{"machines": [{"cores": 2}]}', '"step_ms"'),
     ('{"machines": [{"cores": 2, "speed": 3}], "step_ms": 1}', "unknown key 'speed'"),
     ('{"machines": [{"bandwidth": "1 parsec"}], "step_ms": 1}', "10Gbps"),
+    ('{"machines": [{}], "step_ms": 1, "loop_ms": -1}', "milliseconds, 0 or more"),
+    ('{"machines": [{}], "step_ms": 1, "loop_ms": "2ms"}', "loop_ms must be"),
 ])
 def test_a_bad_machine_file_is_one_line_and_exit_code_2(content, says, tmp_path):
     machine = tmp_path / "machine.json"

@@ -14,7 +14,11 @@ TITLE = "Where a step's time goes"
 # step_trace.py's kinds of step, in words.
 LABELS = {"local": "local, plain session (the baseline's)",
           "local, through a server": "local, through the worker's server",
-          "ps": "variables on the ps (a Hogwild step)"}
+          "ps": "variables on the ps (a Hogwild step)",
+          "loop, hooked run": "the examples' loop: the ps step, hooked, its "
+                              "minibatch fed",
+          "loop, run without hooks": "the examples' loop: the local step without the "
+                                     "hooks, its minibatch fed"}
 
 
 def runs_of(group):
@@ -66,6 +70,18 @@ def table(result):
          for row in result["kinds"]])
 
 
+def overhead_line(result):
+    """What a run of the loop costs beyond the tight run of the same op;
+    nothing for a run from before the loop rows."""
+    extra = result.get("loop_overhead")
+    if not extra:
+        return []
+    parts = [f"{name}: {figures['cpu_ms']:.2f} ms CPU, {figures['wall_ms']:.2f} ms wall"
+             for name, figures in extra.items()]
+    return ["Beyond the tight run of the same op, per run of the loop (outside "
+            "its session.run): " + "; ".join(parts) + ".", ""]
+
+
 def trace_table(result):
     return common.table(
         ["job", "ms in ops", "ms receiving tensors", "tensors received"],
@@ -81,7 +97,10 @@ def section(group):
              "the plain local step's; the last column: the examples per second "
              "that the cores allow at that CPU per step, to the thousand, "
              "whatever the tasks. The window's row is computed from the two "
-             "above it. Then one traced ps step (the fullest of three): per "
+             "above it. The loop's rows run the examples' own loop on the "
+             "worker's server (a MonitoredTrainingSession with their hooks, "
+             "each step drawing and feeding its minibatch). Then one "
+             "traced ps step (the fullest of three): per "
              "job, the time in the model's ops and in receiving tensors. Of "
              "several runs at a batch size, the table is the run whose ps step "
              "has the median × local CPU.", ""]
@@ -92,7 +111,8 @@ def section(group):
         parts += [f"### Batch {batch}, {result['steps']} steps each", "",
                   f"Runs: {len(runs[batch])}; the ps step's × local CPU in each: "
                   f"{spread}.", ""]
-        parts += table(result) + ["", "One traced ps step:", ""]
+        parts += table(result) + [""] + overhead_line(result)
+        parts += ["One traced ps step:", ""]
         parts += trace_table(result) + [""]
     parts += [f"- {record['label']}: failed ({record['error']})" for record in failed]
     return parts + ([""] if failed else [])
