@@ -21,7 +21,8 @@ def traced(tmp_path_factory):
 
 
 def printed_times(stdout):
-    return dict(re.findall(r"^  (local|local, through a server|ps|window 8) +"
+    return dict(re.findall(r"^  (local|local, through a server|ps|window 8|"
+                           r"loop, hooked run|loop, run without hooks) +"
                            r"[0-9.]+ ms \([0-9.]+×\) +([0-9.]+) ms", stdout,
                            re.MULTILINE))
 
@@ -31,7 +32,7 @@ def test_step_trace_times_the_three_steps_and_finds_the_exchange(traced, run_dir
     traced ps step shows tensors crossing between the worker and the ps."""
     result, _ = traced
     times = printed_times(result.stdout)
-    assert len(times) == 4 and all(float(ms) > 0 for ms in times.values())
+    assert len(times) == 6 and all(float(ms) > 0 for ms in times.values())
     received = dict(re.findall(r"^  job:(ps|worker) .*\((\d+)\)$", result.stdout,
                                re.MULTILINE))
     assert int(received["ps"]) >= 4 and int(received["worker"]) >= 4
