@@ -100,14 +100,20 @@ def local_step(args):
                               classifier.feed(*batch(args.batch_size)), args.steps)
 
 
-def remote_steps(args):
-    """((wall, CPU) ms per step: local through the server, ps, window 8;
-    trace sums; {parameter: bytes})."""
+def ps_and_worker():
+    """A ps and a worker server in this process, on free ports of loopback:
+    (their ClusterSpec, the worker's server)."""
     ps_port, worker_port = free_ports(2)
     cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
                                     "worker": [f"127.0.0.1:{worker_port}"]})
     tf.distribute.Server(cluster, job_name="ps", task_index=0)
-    worker = tf.distribute.Server(cluster, job_name="worker", task_index=0)
+    return cluster, tf.distribute.Server(cluster, job_name="worker", task_index=0)
+
+
+def remote_steps(args):
+    """((wall, CPU) ms per step: local through the server, ps, window 8;
+    trace sums; {parameter: bytes})."""
+    cluster, worker = ps_and_worker()
     with tf.Graph().as_default():
         setter = tf.compat.v1.train.replica_device_setter(
             worker_device="/job:worker/task:0", cluster=cluster)
@@ -153,11 +159,7 @@ def loop_steps(args):
     the local step without the hooks; each draws and feeds a minibatch."""
     from guide.training import data, monitored, report
 
-    ps_port, worker_port = free_ports(2)
-    cluster = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
-                                    "worker": [f"127.0.0.1:{worker_port}"]})
-    tf.distribute.Server(cluster, job_name="ps", task_index=0)
-    worker = tf.distribute.Server(cluster, job_name="worker", task_index=0)
+    cluster, worker = ps_and_worker()
     with tf.Graph().as_default():
         setter = tf.compat.v1.train.replica_device_setter(
             worker_device="/job:worker/task:0", cluster=cluster)
