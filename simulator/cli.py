@@ -34,25 +34,23 @@ def stragglers(text):
     return text
 
 
-def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"must be 0 or a positive number, got {text!r}")
-    return value
+def number_where(accepted, wanted):
+    """An argparse type: a number `accepted(value)` takes, else an error
+    saying it `wanted` (something not a number counts as -1)."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not accepted(value):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+    return parse
 
 
-def fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
+non_negative_float = number_where(lambda value: 0 <= value < float("inf"),
+                                  "0 or a positive number")
+fraction = number_where(lambda value: 0 < value <= 1, "in (0, 1]")
 
 
 def make_parser(scheme=None):
